@@ -1,0 +1,168 @@
+"""One settings model for every environment variable runtime_ops reads.
+
+Unset means the embedded default (SQLite, local landing folder, local lock, no Slack); a set-but-wrong value
+fails at load with a message that names the variable, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(ValueError):
+    """A setting is present but unusable; the message names the environment variable and the fix."""
+
+
+def _env(name: str) -> dict:
+    return {"validation_alias": AliasChoices(name)}
+
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=False, frozen=True)
+
+    home: Path = Field(Path(".runtime_ops"), **_env("RUNTIME_OPS_HOME"))
+    database_url: str | None = Field(None, **_env("RUNTIME_OPS_DATABASE_URL"))
+    redis_url: str | None = Field(None, **_env("REDIS_URL"))
+    landing: str | None = Field(None, **_env("RUNTIME_OPS_LANDING"))
+    sqs_queue_url: str | None = Field(None, **_env("RUNTIME_OPS_SQS_QUEUE_URL"))
+    aws_endpoint_url: str | None = Field(None, **_env("AWS_ENDPOINT_URL"))
+    slack_bot_token: SecretStr | None = Field(None, **_env("SLACK_BOT_TOKEN"))
+    slack_signing_secret: SecretStr | None = Field(None, **_env("SLACK_SIGNING_SECRET"))
+    slack_approval_channel: str | None = Field(None, **_env("SLACK_APPROVAL_CHANNEL"))
+    slack_api_url: str | None = Field(None, **_env("SLACK_API_URL"))
+    public_url: str = Field("http://127.0.0.1:8000", **_env("RUNTIME_OPS_PUBLIC_URL"))
+    link_secret: SecretStr | None = Field(None, **_env("RUNTIME_OPS_LINK_SECRET"))
+    approvers_raw: str = Field("", **_env("RUNTIME_OPS_APPROVERS"))
+    escalation_approvers_raw: str = Field("", **_env("RUNTIME_OPS_ESCALATION_APPROVERS"))
+    model_endpoint: str | None = Field(None, **_env("RUNTIME_OPS_MODEL_ENDPOINT"))
+
+    # Promotion policy: the gate auto-approves a candidate whose primary metric beats production by
+    # `auto_approve_margin`; `meets_policy` fails one that regresses by more than `max_regression`.
+    primary_metric: str = Field("ndcg@5", **_env("RUNTIME_OPS_PRIMARY_METRIC"))
+    auto_approve_margin: Fraction = Field(0.02, **_env("RUNTIME_OPS_AUTO_APPROVE_MARGIN"))
+    max_regression: Fraction = Field(0.05, **_env("RUNTIME_OPS_MAX_REGRESSION"))
+    golden_set: Path | None = Field(None, **_env("RUNTIME_OPS_GOLDEN_SET"))
+    max_document_bytes: int = Field(10 * 1024 * 1024, gt=0, **_env("RUNTIME_OPS_MAX_DOCUMENT_BYTES"))
+    batch_max_objects: int = Field(1000, gt=0, le=25_000, **_env("RUNTIME_OPS_BATCH_MAX_OBJECTS"))
+    scan_max_keys: int = Field(100_000, gt=0, **_env("RUNTIME_OPS_SCAN_MAX_KEYS"))
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        if not v.startswith(("sqlite:", "postgresql:", "postgresql+psycopg2:", "postgres:")):
+            raise ValueError("must be a SQLAlchemy URL such as postgresql://user:pw@host:5432/db or sqlite:///path")
+        if v.startswith("postgres:"):
+            v = "postgresql:" + v[len("postgres:") :]
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        if not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return v
+
+    @field_validator("landing")
+    @classmethod
+    def _check_landing(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        if "://" in v and not v.startswith("s3://"):
+            raise ValueError("must be s3://bucket[/prefix] or a local folder path")
+        if v.startswith("s3://") and not v[len("s3://") :].split("/", 1)[0]:
+            raise ValueError("s3:// URL has no bucket name; use s3://bucket[/prefix]")
+        return v
+
+    @field_validator("aws_endpoint_url", "slack_api_url", "public_url", "model_endpoint", "sqs_queue_url")
+    @classmethod
+    def _check_http_url(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return v.rstrip("/") if v.count("/") > 2 else v
+
+    @model_validator(mode="after")
+    def _check_slack_pair(self) -> Settings:
+        if self.slack_bot_token and not self.slack_approval_channel:
+            raise ValueError("SLACK_BOT_TOKEN is set but SLACK_APPROVAL_CHANNEL is not; set the channel id to post to")
+        return self
+
+    # Derived values -------------------------------------------------------------------------------
+    @property
+    def resolved_home(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.resolved_home / 'state.db'}"
+
+    @property
+    def resolved_landing(self) -> str:
+        return self.landing or str(self.resolved_home / "landing")
+
+    @property
+    def approvers(self) -> tuple[str, ...]:
+        return tuple(x.strip() for x in self.approvers_raw.split(",") if x.strip())
+
+    @property
+    def escalation_approvers(self) -> tuple[str, ...]:
+        return tuple(x.strip() for x in self.escalation_approvers_raw.split(",") if x.strip())
+
+    @property
+    def resolved_golden_set(self) -> Path:
+        if self.golden_set:
+            return self.golden_set
+        return Path(__file__).parent / "demo" / "golden.jsonl"
+
+    def resolved_link_secret(self) -> str:
+        """The link-signing secret; embedded mode keeps a generated one under RUNTIME_OPS_HOME."""
+        if self.link_secret:
+            return self.link_secret.get_secret_value()
+        path = self.resolved_home / "link_secret"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+
+def _alias_of(field_name: str) -> str:
+    alias = Settings.model_fields[field_name].validation_alias
+    return alias.choices[0] if isinstance(alias, AliasChoices) else field_name  # type: ignore[union-attr]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment, turning validation errors into messages that name variables."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = err.get("loc") or ()
+            field = str(loc[0]) if loc else ""
+            name = _alias_of(field) if field in Settings.model_fields else (field or "settings")
+            given = os.environ.get(name)
+            shown = "" if given is None or "SECRET" in name or "TOKEN" in name else f" (got {given!r})"
+            lines.append(f"{name}{shown}: {err['msg']}")
+        raise SettingsError("invalid runtime_ops settings:\n  " + "\n  ".join(lines)) from None
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()
