@@ -1,0 +1,123 @@
+"""The promotion gate over the state store: what the checks, the promotion and the CLI all ask.
+
+No Dagster here, so the same rules hold whether a check, a run that skipped the check, or a person asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_ops.store import StateStore
+
+
+class PromotionRefused(RuntimeError):
+    """Promotion is not allowed for this candidate; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    passed: bool
+    status: str  # approved | pending | rejected | superseded | expired | below_policy | no_report
+    message: str
+    report: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+
+
+def decide_command(request_id: str) -> str:
+    return f"runtime-ops approvals approve {request_id}  (or: runtime-ops approvals reject {request_id} --reason ...)"
+
+
+def evaluate_gate(store: StateStore, *, requested_by: str, run_id: str | None = None) -> GateOutcome:
+    """Judge the latest evaluation report; open (once per candidate digest) the approval request it needs."""
+    report = store.latest_eval_report()
+    if report is None:
+        return GateOutcome(False, "no_report", "no evaluation report yet: materialize evaluation_report first")
+    verdict = report["verdict"]
+    version = report["candidate_version"]
+    if not verdict["meets_policy"]:
+        return GateOutcome(
+            False,
+            "below_policy",
+            f"candidate v{version} does not meet the policy: {verdict['reason']}",
+            report,
+        )
+    if verdict["auto_approve"]:
+        request, _ = store.open_request(
+            candidate_version=version,
+            candidate_digest=report["candidate_digest"],
+            eval_report_id=report["id"],
+            requested_by=requested_by,
+            kind="policy",
+            decided_by="policy",
+            decision_reason=verdict["reason"],
+            run_id=run_id,
+        )
+    else:
+        request, _ = store.open_request(
+            candidate_version=version,
+            candidate_digest=report["candidate_digest"],
+            eval_report_id=report["id"],
+            requested_by=requested_by,
+            kind="human",
+            run_id=run_id,
+        )
+    return outcome_for(request, report)
+
+
+def outcome_for(request: dict[str, Any], report: dict[str, Any] | None) -> GateOutcome:
+    rid = request["id"]
+    version = request["candidate_version"]
+    status = request["status"]
+    if status == "approved":
+        how = "auto-approved by policy" if request["kind"] == "policy" else f"approved by {request['decided_by']}"
+        reason = f": {request['decision_reason']}" if request.get("decision_reason") else ""
+        return GateOutcome(True, status, f"candidate v{version} {how} ({rid}){reason}", report, request)
+    if status == "pending":
+        return GateOutcome(
+            False,
+            status,
+            f"candidate v{version} waits for a human decision: approval request {rid}. "
+            f"Decide with: {decide_command(rid)}",
+            report,
+            request,
+        )
+    reason = f": {request['decision_reason']}" if request.get("decision_reason") else ""
+    by = f" by {request['decided_by']}" if request.get("decided_by") else ""
+    return GateOutcome(False, status, f"candidate v{version} was {status}{by} ({rid}){reason}", report, request)
+
+
+def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tuple[int, dict[str, Any]]:
+    """Re-verify, independently of any check, that the current candidate may be promoted.
+
+    Returns (candidate version, approved request). The decision must be for this exact candidate digest
+    (model bytes + evaluation report), so an approval shown for one candidate never promotes another.
+    """
+    report = store.latest_eval_report()
+    if report is None:
+        raise PromotionRefused("refusing to promote: no evaluation report exists; materialize evaluation_report")
+    digest = report["candidate_digest"]
+    version = report["candidate_version"]
+    if approval_id is not None:
+        request = store.get_request(approval_id)
+        if request is None:
+            raise PromotionRefused(f"refusing to promote: approval request {approval_id!r} does not exist")
+        if request["candidate_digest"] != digest:
+            raise PromotionRefused(
+                f"refusing to promote: approval {approval_id} was given for candidate v{request['candidate_version']} "
+                f"(digest {request['candidate_digest'][:12]}…), but the current candidate is v{version} "
+                f"(digest {digest[:12]}…); the decision does not carry over to a different candidate"
+            )
+    else:
+        request = store.request_for_digest(digest)
+    if request is None:
+        raise PromotionRefused(
+            f"refusing to promote candidate v{version}: no approval recorded for its digest {digest[:12]}…. "
+            "Run the human_approval check (materialize evaluation_report with its checks) to open a request"
+        )
+    if not report["verdict"]["meets_policy"]:
+        raise PromotionRefused(f"refusing to promote candidate v{version}: {report['verdict']['reason']}")
+    outcome = outcome_for(request, report)
+    if not outcome.passed:
+        raise PromotionRefused(f"refusing to promote: {outcome.message}")
+    return version, request

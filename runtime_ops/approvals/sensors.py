@@ -1,0 +1,70 @@
+"""The approvals sensor: a recorded human decision becomes a check result and a promotion run."""
+
+import json
+
+import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
+from runtime_ops.approvals.gate import outcome_for
+from runtime_ops.jobs import promotion_job
+from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.retries import GATED_RUN_TAGS
+
+APPROVAL_TAG = "runtime_ops/approval_id"
+_REPORT_KEY = dg.AssetKey("evaluation_report")
+
+
+def _target(instance: dg.DagsterInstance) -> AssetCheckEvaluationTargetMaterializationData | None:
+    # Without the target materialization, Dagster does not tie the runless result to the report it judges.
+    record = instance.get_latest_materialization_event(_REPORT_KEY)
+    if record is None or record.storage_id is None:
+        return None
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+    )
+
+
+@dg.sensor(
+    jobs=[promotion_job],
+    minimum_interval_seconds=10,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Turns each approved request into a passed human_approval result and one promotion run "
+    "(run key = approval id, so a decision never promotes twice).",
+)
+def approvals_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.SensorResult | dg.SkipReason:
+    store = state.store()
+    cursor = json.loads(context.cursor) if context.cursor else {"reported": []}
+    reported: list[str] = cursor["reported"]
+    requests: list[dg.RunRequest] = []
+    events: list[dg.AssetCheckEvaluation] = []
+    for request in store.approved_unlaunched():
+        runs = context.instance.get_run_records(dg.RunsFilter(tags={APPROVAL_TAG: request["id"]}), limit=1)
+        if runs:
+            store.mark_request_launched(request["id"], runs[0].dagster_run.run_id)
+            continue
+        requests.append(
+            dg.RunRequest(
+                run_key=request["id"],
+                tags={APPROVAL_TAG: request["id"], **GATED_RUN_TAGS},
+                run_config={"ops": {"production_model": {"config": {"approval_id": request["id"]}}}},
+            )
+        )
+        if request["id"] not in reported:
+            outcome = outcome_for(request, store.get_eval_report(request["eval_report_id"]))
+            events.append(
+                dg.AssetCheckEvaluation(
+                    asset_key=_REPORT_KEY,
+                    check_name="human_approval",
+                    passed=True,
+                    blocking=True,
+                    description=outcome.message,
+                    metadata={"approval_id": request["id"], "decided_by": request["decided_by"] or ""},
+                    target_materialization_data=_target(context.instance),
+                )
+            )
+            reported.append(request["id"])
+    if not requests and not events:
+        return dg.SkipReason("no new decisions")
+    return dg.SensorResult(run_requests=requests, asset_events=events, cursor=json.dumps({"reported": reported[-200:]}))

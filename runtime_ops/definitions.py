@@ -1,0 +1,57 @@
+"""The one Definitions object of the runtime_ops code location (dagster dev, dg, gRPC code server)."""
+
+import dagster as dg
+
+from runtime_ops.approvals.sensors import approvals_sensor
+from runtime_ops.documents.assets import document_chunks, raw_documents
+from runtime_ops.documents.sensors import landing_sensor
+from runtime_ops.jobs import ALL_JOBS
+from runtime_ops.models.assets import embedding_model, evaluation_report, production_model
+from runtime_ops.models.checks import human_approval, meets_policy
+from runtime_ops.models.sensors import corpus_sensor
+from runtime_ops.resources.landing_resource import LandingResource
+from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
+from runtime_ops.serving.assets import document_embeddings, rag_answers, retrieval_index
+from runtime_ops.settings import Settings, get_settings
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "state": StateStoreResource(database_url=settings.resolved_database_url),
+        "landing": LandingResource(
+            uri=settings.resolved_landing,
+            endpoint_url=settings.aws_endpoint_url,
+            batch_max_objects=settings.batch_max_objects,
+            scan_max_keys=settings.scan_max_keys,
+            max_document_bytes=settings.max_document_bytes,
+        ),
+        "gate": GatePolicyResource(
+            primary_metric=settings.primary_metric,
+            auto_approve_margin=settings.auto_approve_margin,
+            max_regression=settings.max_regression,
+            golden_set=str(settings.resolved_golden_set),
+        ),
+    }
+
+
+def build_definitions(settings: Settings | None = None) -> dg.Definitions:
+    settings = settings or get_settings()
+    return dg.Definitions(
+        assets=[
+            raw_documents,
+            document_chunks,
+            embedding_model,
+            evaluation_report,
+            production_model,
+            document_embeddings,
+            retrieval_index,
+            rag_answers,
+        ],
+        asset_checks=[meets_policy, human_approval],
+        jobs=ALL_JOBS,
+        sensors=[landing_sensor, corpus_sensor, approvals_sensor],
+        resources=build_resources(settings),
+    )
+
+
+defs = build_definitions()

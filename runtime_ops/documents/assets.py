@@ -1,0 +1,129 @@
+"""Documents: parse each landed object once per version, quarantine the unreadable, chunk the rest."""
+
+import time
+from collections import Counter
+
+import dagster as dg
+
+from runtime_ops.documents.chunking import chunk_text
+from runtime_ops.documents.parsing import QuarantineError, parse_document
+from runtime_ops.documents.partitions import landing_batches
+from runtime_ops.resources.landing import ObjectChanged, ObjectGone, ObjectRef
+from runtime_ops.resources.landing_resource import LandingResource
+from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.retries import IO_RETRY
+
+_PROGRESS_EVERY = 200
+
+
+def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
+    if not rows:
+        return "No document was quarantined."
+    lines = ["| key | code | reason |", "|---|---|---|"]
+    lines += [f"| `{k}` | {c} | {r.replace('|', '/')} |" for k, c, r in rows[:200]]
+    if len(rows) > 200:
+        lines.append(f"| … | | {len(rows) - 200} more |")
+    return "\n".join(lines)
+
+
+@dg.asset(
+    partitions_def=landing_batches,
+    group_name="documents",
+    kinds={"python"},
+    retry_policy=IO_RETRY,
+    description="Landed objects of one batch, parsed to text (txt, md, html, json, jsonl, pdf). Unreadable, "
+    "binary, empty or oversized files are quarantined with a reason; the rest of the batch goes on.",
+)
+def raw_documents(
+    context: dg.AssetExecutionContext,
+    state: StateStoreResource,
+    landing: LandingResource,
+) -> dg.MaterializeResult:
+    store = state.store()
+    batch_id = context.partition_key
+    batch = store.get_batch(batch_id)
+    if batch is None:
+        raise dg.Failure(f"landing batch {batch_id!r} is not in the state store; was the database reset?")
+    source = landing.source()
+    docs = store.batch_documents(batch_id)
+    todo = [d for d in docs if d["status"] == "pending"]
+    context.log.info(f"batch {batch_id}: {len(docs)} objects, {len(todo)} to parse (the rest done earlier)")
+    started = time.monotonic()
+    quarantined: list[tuple[str, str, str]] = []
+    for i, doc in enumerate(todo, 1):
+        ref = ObjectRef(key=doc["key"], version=doc["version"], size=doc["size"], last_modified=doc["last_modified"])
+        try:
+            data = source.read(ref)
+            parsed = parse_document(doc["key"], data, max_bytes=landing.max_document_bytes)
+        except QuarantineError as exc:
+            store.quarantine(doc["id"], exc.code, exc.reason)
+            quarantined.append((doc["key"], exc.code, exc.reason))
+            context.log.warning(f"quarantined {doc['key']} ({exc.code}): {exc.reason}")
+            continue
+        except ObjectChanged as exc:
+            store.quarantine(
+                doc["id"],
+                "changed",
+                f"replaced before it was read ({exc}); the new version lands in its own batch",
+            )
+            quarantined.append((doc["key"], "changed", str(exc)))
+            continue
+        except ObjectGone as exc:
+            store.quarantine(doc["id"], "gone", f"deleted before it was read: {exc}")
+            quarantined.append((doc["key"], "gone", str(exc)))
+            continue
+        store.store_parsed(
+            doc["id"],
+            content_hash=parsed.content_hash,
+            fmt=parsed.format,
+            title=parsed.title,
+            text=parsed.text,
+        )
+        if i % _PROGRESS_EVERY == 0:
+            context.log.info(f"parsed {i}/{len(todo)} documents of batch {batch_id}")
+    statuses = Counter(d["status"] for d in store.batch_documents(batch_id))
+    return dg.MaterializeResult(
+        metadata={
+            "batch_id": batch_id,
+            "objects": dg.MetadataValue.int(len(docs)),
+            "parsed": dg.MetadataValue.int(statuses.get("parsed", 0) + statuses.get("ok", 0)),
+            "duplicates": dg.MetadataValue.int(statuses.get("duplicate", 0)),
+            "quarantined": dg.MetadataValue.int(statuses.get("quarantined", 0)),
+            "quarantine": dg.MetadataValue.md(_quarantine_table(quarantined)),
+            "duration_s": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=landing_batches,
+    deps=[raw_documents],
+    group_name="documents",
+    kinds={"python"},
+    retry_policy=IO_RETRY,
+    description="Parsed documents of one batch split into overlapping chunks; a new version of a key "
+    "replaces the old one atomically.",
+)
+def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+    store = state.store()
+    batch_id = context.partition_key
+    docs = store.parsed_documents(batch_id)
+    n_chunks = 0
+    stale = 0
+    for i, doc in enumerate(docs, 1):
+        pieces = chunk_text(doc["text"] or "")
+        if store.store_chunks(doc["id"], pieces) == "superseded":
+            stale += 1
+        n_chunks += len(pieces)
+        if i % _PROGRESS_EVERY == 0:
+            context.log.info(f"chunked {i}/{len(docs)} documents of batch {batch_id}")
+    store.mark_batch(batch_id, "ingested", run_id=context.run_id)
+    return dg.MaterializeResult(
+        metadata={
+            "batch_id": batch_id,
+            "documents": dg.MetadataValue.int(len(docs)),
+            "chunks": dg.MetadataValue.int(n_chunks),
+            "superseded_on_arrival": dg.MetadataValue.int(stale),
+            "corpus_revision": dg.MetadataValue.int(store.corpus_revision()),
+        }
+    )

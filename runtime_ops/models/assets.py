@@ -1,0 +1,222 @@
+"""Models: train a candidate embedder, evaluate it against production, promote it behind the gate."""
+
+import time
+
+import dagster as dg
+
+from runtime_ops.documents.assets import document_chunks
+from runtime_ops.models.registry import corpus, load_embedder
+from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
+from runtime_ops.retries import IO_RETRY
+
+
+class TrainConfig(dg.Config):
+    dim: int = 128
+    max_features: int = 50_000
+    seed: int = 0
+
+
+@dg.asset(
+    deps=[document_chunks],
+    group_name="models",
+    kinds={"scikitlearn"},
+    retry_policy=IO_RETRY,
+    description="A candidate embedding model (TF-IDF + truncated SVD, i.e. LSA) trained on every current "
+    "chunk; versioned in the registry by the digest of its bytes, so retraining on the same corpus is a no-op.",
+)
+def embedding_model(
+    context: dg.AssetExecutionContext, config: TrainConfig, state: StateStoreResource
+) -> dg.MaterializeResult:
+    from runtime_ops.models.embedder import EmbedderParams, digest, train_embedder
+
+    store = state.store()
+    revision = store.corpus_revision()
+    _, keys, texts = corpus(store)
+    if len(texts) < 2:
+        raise dg.Failure(
+            f"cannot train: the current corpus has {len(texts)} chunk(s); land some documents first "
+            "(see RUNTIME_OPS_LANDING)"
+        )
+    params = EmbedderParams(dim=config.dim, max_features=config.max_features, seed=config.seed)
+    started = time.monotonic()
+    embedder = train_embedder(texts, params)
+    train_s = time.monotonic() - started
+    data = embedder.to_bytes()
+    model_digest = digest(data)
+    artifact_id = store.put_artifact("embedder", data, model_digest)
+    model, created = store.register_model(
+        digest=model_digest,
+        artifact_id=artifact_id,
+        params=params.to_dict(),
+        n_documents=len(set(keys)),
+        n_chunks=len(texts),
+        corpus_revision=revision,
+        run_id=context.run_id,
+    )
+    store.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
+    context.log.info(
+        f"model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
+        f"trained on {len(texts)} chunks in {train_s:.2f}s"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "version": dg.MetadataValue.int(model["version"]),
+            "digest": model_digest,
+            "new_version": created,
+            "dim": dg.MetadataValue.int(embedder.dim),
+            "chunks": dg.MetadataValue.int(len(texts)),
+            "documents": dg.MetadataValue.int(len(set(keys))),
+            "corpus_revision": dg.MetadataValue.int(revision),
+            "train_seconds": dg.MetadataValue.float(round(train_s, 3)),
+            "size_bytes": dg.MetadataValue.int(len(data)),
+        },
+        data_version=dg.DataVersion(model_digest[:16]),
+    )
+
+
+@dg.asset(
+    deps=[embedding_model],
+    group_name="models",
+    kinds={"python"},
+    retry_policy=IO_RETRY,
+    description="The candidate against the production model on the golden question set: recall@k, MRR, "
+    "nDCG@k as numeric metadata (plotted over versions in the UI), a markdown comparison and the verdict.",
+)
+def evaluation_report(
+    context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
+) -> dg.MaterializeResult:
+    from pathlib import Path
+
+    from runtime_ops.models.evaluation import (
+        comparison_markdown,
+        evaluable,
+        evaluate_embedder,
+        load_golden_set,
+    )
+    from runtime_ops.models.policy import candidate_digest, judge, report_digest
+
+    store = state.store()
+    candidate_version = store.alias("candidate")
+    if candidate_version is None:
+        raise dg.Failure("no candidate model: materialize embedding_model first")
+    production_version = store.alias("production")
+    candidate = store.get_model(candidate_version)
+    assert candidate is not None
+    _, keys, texts = corpus(store)
+    questions = evaluable(load_golden_set(Path(gate.golden_set)), set(keys))
+    if not questions:
+        raise dg.Failure(
+            f"none of the golden questions in {gate.golden_set} has a relevant document in the current corpus; "
+            "land the documents the golden set refers to, or point RUNTIME_OPS_GOLDEN_SET at a matching set"
+        )
+    cand_metrics = evaluate_embedder(load_embedder(store, candidate_version), texts, keys, questions)
+    prod_metrics = None
+    if production_version is not None:
+        prod_metrics = evaluate_embedder(load_embedder(store, production_version), texts, keys, questions)
+    verdict = judge(
+        cand_metrics,
+        prod_metrics,
+        gate.policy(),
+        candidate_is_production=production_version == candidate_version,
+    )
+    report = {
+        "candidate_version": candidate_version,
+        "candidate_model_digest": candidate["digest"],
+        "production_version": production_version,
+        "candidate_metrics": cand_metrics,
+        "production_metrics": prod_metrics,
+        "questions": [q.id for q in questions],
+        "corpus_revision": store.corpus_revision(),
+    }
+    r_digest = report_digest(report)
+    c_digest = candidate_digest(candidate["digest"], r_digest)
+    markdown = comparison_markdown(
+        cand_metrics,
+        prod_metrics,
+        candidate_label=f"candidate v{candidate_version}",
+        production_label=f"production v{production_version}" if production_version else "production (none)",
+    )
+    verdict_dict = {
+        "meets_policy": verdict.meets_policy,
+        "auto_approve": verdict.auto_approve,
+        "reason": verdict.reason,
+        "delta": verdict.delta,
+        "primary_metric": gate.primary_metric,
+    }
+    row = store.record_eval_report(
+        candidate_version=candidate_version,
+        production_version=production_version,
+        candidate_metrics=cand_metrics,
+        production_metrics=prod_metrics,
+        verdict=verdict_dict,
+        markdown=markdown,
+        report_digest=r_digest,
+        candidate_digest=c_digest,
+        run_id=context.run_id,
+    )
+    metadata: dict[str, object] = {name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()}
+    if prod_metrics:
+        metadata.update({f"production/{n}": dg.MetadataValue.float(float(v)) for n, v in prod_metrics.items()})
+    if verdict.delta is not None:
+        metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(float(verdict.delta))
+    metadata.update(
+        {
+            "report_id": dg.MetadataValue.int(row["id"]),
+            "candidate_version": dg.MetadataValue.int(candidate_version),
+            "production_version": dg.MetadataValue.int(production_version or 0),
+            "candidate_digest": c_digest,
+            "verdict": verdict.reason,
+            "comparison": dg.MetadataValue.md(markdown),
+        }
+    )
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
+
+
+class PromotionConfig(dg.Config):
+    approval_id: str | None = None
+
+
+@dg.asset(
+    deps=[evaluation_report],
+    group_name="models",
+    kinds={"python"},
+    retry_policy=IO_RETRY,
+    description="The `production` alias. Promotion re-verifies the decision for the exact candidate digest "
+    "itself, so a run that selects this asset without the human_approval check still refuses.",
+)
+def production_model(
+    context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource
+) -> dg.MaterializeResult:
+    from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
+
+    store = state.store()
+    approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
+    try:
+        version, request = verify_promotion(store, approval_id=approval_id)
+    except PromotionRefused as exc:
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    previous = store.alias("production")
+    if previous == version:
+        context.log.info(f"model v{version} is already in production; nothing to move")
+    else:
+        store.set_alias(
+            "production",
+            version,
+            actor=request["decided_by"] or "policy",
+            approval_id=request["id"],
+            run_id=context.run_id,
+        )
+        context.log.info(f"production: v{previous} -> v{version} ({request['id']})")
+    model = store.get_model(version)
+    assert model is not None
+    return dg.MaterializeResult(
+        metadata={
+            "version": dg.MetadataValue.int(version),
+            "previous_version": dg.MetadataValue.int(previous or 0),
+            "digest": model["digest"],
+            "approval_id": request["id"],
+            "approved_by": request["decided_by"] or "policy",
+            "approval_kind": request["kind"],
+        },
+        data_version=dg.DataVersion(model["digest"][:16]),
+    )

@@ -1,0 +1,49 @@
+"""The corpus sensor: new ingested documents lead to a retrain, or at least to a fresh index."""
+
+import dagster as dg
+
+from runtime_ops.jobs import index_job, train_job
+from runtime_ops.resources.state import StateStoreResource
+
+LIFECYCLE_JOBS = ("train_job", "promotion_job", "index_job")
+ACTIVE_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def active_lifecycle_run(instance: dg.DagsterInstance) -> str | None:
+    for job in LIFECYCLE_JOBS:
+        records = instance.get_run_records(dg.RunsFilter(job_name=job, statuses=ACTIVE_STATUSES), limit=1)
+        if records:
+            return records[0].dagster_run.run_id
+    return None
+
+
+@dg.sensor(
+    jobs=[train_job, index_job],
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="When ingestion advances the corpus: retrain (train_job) if the newest model predates it, "
+    "otherwise re-embed and re-index with the production model (index_job). One lifecycle run at a time.",
+)
+def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
+    store = state.store()
+    revision = store.corpus_revision()
+    if revision == 0:
+        return dg.SkipReason("no ingested documents yet")
+    running = active_lifecycle_run(context.instance)
+    if running:
+        return dg.SkipReason(f"waiting for lifecycle run {running} to finish")
+    latest = store.latest_model()
+    if latest is None or latest["corpus_revision"] < revision:
+        return dg.RunRequest(job_name="train_job", run_key=f"train-rev{revision}")
+    production = store.alias("production")
+    index = store.current_index()
+    if production is not None and (
+        index is None or index["model_version"] != production or index["corpus_revision"] < revision
+    ):
+        return dg.RunRequest(job_name="index_job", run_key=f"index-v{production}-rev{revision}")
+    return dg.SkipReason(f"model and index are up to date with corpus revision {revision}")

@@ -1,0 +1,26 @@
+"""Alembic environment: runs on a connection handed in by `runtime_ops.store.migrate`, or on the URL."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine
+
+from runtime_ops.store.schema import metadata
+
+config = context.config
+
+
+def _run(connection) -> None:  # type: ignore[no-untyped-def]
+    # render_as_batch lets the same migrations ALTER tables on SQLite.
+    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    with engine.connect() as conn:
+        _run(conn)

@@ -1,0 +1,228 @@
+"""Tables of the state store (SQLAlchemy Core). Alembic migrations in `migrations/` create them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+
+metadata = MetaData()
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite would hand back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given to the state store; use datetime.now(UTC)")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+# One row per sensor tick that found new objects: the unit Dagster partitions by.
+landing_batches = Table(
+    "landing_batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("seq", Integer, nullable=False, unique=True),
+    Column("source", String(1024), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("n_objects", Integer, nullable=False),
+    # pending -> launched (a run exists) -> ingested | failed
+    Column("status", String(16), nullable=False),
+    Column("run_id", String(64)),
+    Column("ingested_at", UTCDateTime()),
+)
+
+# The document ledger: one row per (key, version). Each version is processed once.
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", String(1024), nullable=False),
+    Column("version", String(256), nullable=False),
+    Column("batch_id", String(64), ForeignKey("landing_batches.id"), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("last_modified", UTCDateTime()),
+    # pending -> ok | quarantined | duplicate ; ok -> superseded when a newer version is ingested
+    Column("status", String(16), nullable=False),
+    Column("reason", Text),
+    Column("quarantine_code", String(32)),
+    Column("content_hash", String(64)),
+    Column("format", String(16)),
+    Column("title", Text),
+    Column("text", Text),
+    Column("processed_at", UTCDateTime()),
+    UniqueConstraint("key", "version", name="uq_documents_key_version"),
+    Index("ix_documents_batch", "batch_id"),
+    Index("ix_documents_status_key", "status", "key"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("document_id", Integer, ForeignKey("documents.id"), nullable=False),
+    Column("ord", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    UniqueConstraint("document_id", "ord", name="uq_chunks_document_ord"),
+)
+
+# Content-addressed blobs: trained models, retrieval indexes.
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+model_versions = Table(
+    "model_versions",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("n_documents", Integer, nullable=False),
+    Column("n_chunks", Integer, nullable=False),
+    Column("corpus_revision", Integer, nullable=False),
+    Column("trained_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+)
+
+eval_reports = Table(
+    "eval_reports",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("production_version", Integer, ForeignKey("model_versions.version")),
+    Column("candidate_metrics", JSON, nullable=False),
+    Column("production_metrics", JSON),
+    Column("verdict", JSON, nullable=False),
+    Column("markdown", Text, nullable=False),
+    Column("report_digest", String(64), nullable=False),
+    Column("candidate_digest", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+    Index("ix_eval_reports_candidate", "candidate_version"),
+)
+
+# Named pointers: `production` -> model version, `retrieval_index` -> index id. `fence` is the highest
+# fencing token a write to the alias carried (issue 4's lock tokens); 0 means unfenced writes so far.
+aliases = Table(
+    "aliases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("target", Integer, nullable=False),
+    Column("fence", BigInteger, nullable=False, default=0),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+alias_history = Table(
+    "alias_history",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False),
+    Column("old_target", Integer),
+    Column("new_target", Integer, nullable=False),
+    Column("approval_id", String(64)),
+    Column("actor", String(256), nullable=False),
+    Column("run_id", String(64)),
+    Column("changed_at", UTCDateTime(), nullable=False),
+)
+
+approval_requests = Table(
+    "approval_requests",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("candidate_digest", String(64), nullable=False, unique=True),
+    Column("eval_report_id", Integer, ForeignKey("eval_reports.id"), nullable=False),
+    # `policy` requests are decided by the gate's policy at creation; `human` ones wait for a person.
+    Column("kind", String(16), nullable=False),
+    # pending -> approved | rejected | superseded | expired
+    Column("status", String(16), nullable=False),
+    Column("requested_by", String(256), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("decided_at", UTCDateTime()),
+    Column("decided_by", String(256)),
+    Column("decision_reason", Text),
+    Column("promotion_run_id", String(64)),
+    Column("run_id", String(64)),
+    Index("ix_approval_requests_status", "status"),
+)
+
+approval_attempts = Table(
+    "approval_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("request_id", String(64), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("channel", String(32), nullable=False),
+    # accepted | already_decided | unknown_request | refused
+    Column("outcome", String(32), nullable=False),
+    Column("detail", Text),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_approval_attempts_request", "request_id"),
+)
+
+chunk_embeddings = Table(
+    "chunk_embeddings",
+    metadata,
+    Column("chunk_id", Integer, ForeignKey("chunks.id"), primary_key=True),
+    Column("model_version", Integer, ForeignKey("model_versions.version"), primary_key=True),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+retrieval_indexes = Table(
+    "retrieval_indexes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("model_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("corpus_revision", Integer, nullable=False),
+    Column("n_chunks", Integer, nullable=False),
+    Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+)
+
+answers = Table(
+    "answers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("question", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("sources", JSON, nullable=False),
+    Column("index_id", Integer, ForeignKey("retrieval_indexes.id"), nullable=False),
+    Column("answerer", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+)
