@@ -18,9 +18,10 @@ _REPORT_KEY = dg.AssetKey("evaluation_report")
 
 def _target(instance: dg.DagsterInstance) -> AssetCheckEvaluationTargetMaterializationData | None:
     # Without the target materialization, Dagster does not tie the runless result to the report it judges.
-    record = instance.get_latest_materialization_event(_REPORT_KEY)
-    if record is None or record.storage_id is None:
+    records = instance.fetch_materializations(_REPORT_KEY, limit=1).records
+    if not records:
         return None
+    record = records[0]
     return AssetCheckEvaluationTargetMaterializationData(
         storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
     )

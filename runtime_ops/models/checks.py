@@ -35,7 +35,7 @@ def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
     "digest; otherwise opens one approval request per digest and fails with how to decide it.",
 )
 def human_approval(context: dg.AssetCheckExecutionContext, state: StateStoreResource) -> dg.AssetCheckResult:
-    outcome = evaluate_gate(state.store(), requested_by=_requester(context), run_id=context.run_id)
+    outcome = evaluate_gate(state.store(), requested_by=_requester(context), run_id=context.run.run_id)
     metadata: dict[str, object] = {"status": outcome.status}
     if outcome.request:
         metadata["approval_id"] = outcome.request["id"]

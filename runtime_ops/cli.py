@@ -1,0 +1,194 @@
+"""`runtime-ops`: decide approvals, inspect state, seed the demo and start the dev stack."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from runtime_ops.settings import SettingsError, get_settings
+
+
+def _store():  # type: ignore[no-untyped-def]
+    from runtime_ops.store import open_store
+
+    return open_store(get_settings().resolved_database_url)
+
+
+def _default_actor() -> str:
+    return f"cli:{os.environ.get('RUNTIME_OPS_ACTOR') or getpass.getuser()}"
+
+
+def _print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
+    if not rows:
+        print("(none)")
+        return
+    cells = [[str(r.get(c) if r.get(c) is not None else "-") for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def cmd_approvals_list(args: argparse.Namespace) -> int:
+    rows = _store().list_requests(status=args.status)
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return 0
+    for r in rows:
+        r["digest"] = r["candidate_digest"][:12]
+        r["candidate"] = f"v{r['candidate_version']}"
+    _print_table(rows, ["id", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
+    return 0
+
+
+def _decide(args: argparse.Namespace, approve: bool) -> int:
+    store = _store()
+    request = store.get_request(args.request_id)
+    if request is not None and request["status"] == "pending":
+        report = store.get_eval_report(request["eval_report_id"])
+        if report:
+            print(report["markdown"])
+            print(f"\nverdict: {report['verdict']['reason']}\n")
+    decision = store.decide(args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli")
+    print(decision.message)
+    if decision.outcome == "accepted" and approve:
+        print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
+    return 0 if decision.outcome == "accepted" else 1
+
+
+def cmd_status(_: argparse.Namespace) -> int:
+    store = _store()
+    settings = get_settings()
+    print(f"state store : {settings.resolved_database_url}")
+    print(f"landing     : {settings.resolved_landing}")
+    print(f"batches     : {len(store.batches())} (corpus revision {store.corpus_revision()})")
+    print(f"documents   : {store.document_counts()}")
+    print(f"models      : {[m['version'] for m in store.models()]}")
+    print(f"candidate   : {store.alias('candidate')}   production: {store.alias('production')}")
+    index = store.current_index()
+    if index:
+        print(
+            f"index       : #{index['id']} model v{index['model_version']} rev {index['corpus_revision']} "
+            f"({index['n_chunks']} chunks)"
+        )
+    pending = store.list_requests(status="pending")
+    print(f"pending approvals: {[r['id'] for r in pending]}")
+    return 0
+
+
+def cmd_db_upgrade(_: argparse.Namespace) -> int:
+    _store()
+    print("state store schema is up to date")
+    return 0
+
+
+def cmd_demo_seed(args: argparse.Namespace) -> int:
+    from runtime_ops.demo import copy_corpus
+
+    settings = get_settings()
+    dest = args.dest or settings.resolved_landing
+    if dest.startswith("s3://"):
+        from runtime_ops.demo import CORPUS_DIR
+        from runtime_ops.resources.landing import open_landing
+
+        source = open_landing(dest, endpoint_url=settings.aws_endpoint_url)
+        files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
+        for p in files:
+            source.put(p.relative_to(CORPUS_DIR).as_posix(), p.read_bytes())
+        print(f"put {len(files)} demo documents into {dest}")
+        return 0
+    copied = copy_corpus(Path(dest), subset=args.subset)
+    print(f"copied {len(copied)} demo documents into {dest}")
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, and exec `dagster dev`."""
+    settings = get_settings()
+    root = Path(__file__).resolve().parent.parent
+    home = settings.resolved_home / "dagster"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
+    _store()  # migrate before the first sensor tick
+    if not args.no_seed and not settings.resolved_landing.startswith("s3://"):
+        from runtime_ops.demo import copy_corpus
+
+        landing = Path(settings.resolved_landing)
+        empty = not landing.exists() or not any(p.is_file() for p in landing.rglob("*"))
+        if empty:
+            copied = copy_corpus(landing)
+            print(f"seeded {len(copied)} demo documents into {landing}")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-w",
+        str(root / "workspace.yaml"),
+        "-h",
+        args.host,
+        "-p",
+        str(args.port),
+    ]
+    print(f"Dagster UI: http://{args.host}:{args.port}  (DAGSTER_HOME={home})", flush=True)
+    os.chdir(root)
+    os.execvpe(cmd[0], cmd, env)
+    return 0  # pragma: no cover
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="runtime-ops", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    approvals = sub.add_parser("approvals", help="list and decide promotion approval requests")
+    asub = approvals.add_subparsers(dest="action", required=True)
+    p = asub.add_parser("list", help="list approval requests")
+    p.add_argument("--status", choices=["pending", "approved", "rejected", "superseded", "expired"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_approvals_list)
+    for name, approve in (("approve", True), ("reject", False)):
+        p = asub.add_parser(name, help=f"{name} a pending request")
+        p.add_argument("request_id")
+        p.add_argument("--as", dest="actor", default=_default_actor(), help="who decides (default: cli:$USER)")
+        p.add_argument("--reason", required=not approve, default=None)
+        p.set_defaults(func=lambda a, approve=approve: _decide(a, approve))
+
+    p = sub.add_parser("status", help="summarise the state store")
+    p.set_defaults(func=cmd_status)
+    db = sub.add_parser("db", help="state store schema")
+    dsub = db.add_subparsers(dest="action", required=True)
+    p = dsub.add_parser("upgrade", help="migrate the state store to the newest schema")
+    p.set_defaults(func=cmd_db_upgrade)
+    demo = sub.add_parser("demo", help="demo data")
+    dmsub = demo.add_subparsers(dest="action", required=True)
+    p = dmsub.add_parser("seed", help="copy the demo corpus into the landing folder or bucket")
+    p.add_argument("--dest", default=None)
+    p.add_argument("--subset", type=float, default=None, help="fraction of the corpus to copy (0-1)")
+    p.set_defaults(func=cmd_demo_seed)
+    p = sub.add_parser("dev", help="start the Dagster UI and daemon on the embedded defaults")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--no-seed", action="store_true", help="do not copy the demo corpus into an empty landing")
+    p.set_defaults(func=cmd_dev)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

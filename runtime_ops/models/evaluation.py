@@ -1,0 +1,301 @@
+"""Retrieval evaluation on a golden question set: ranking, recall@k / nDCG@k / MRR, and a report table.
+
+Pure functions over numpy arrays so the same code scores a candidate and the production model and is
+unit-tested without Dagster. Relevance is binary and judged at document level (a golden question
+names the documents that answer it, not chunks, because chunking changes between model versions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = [
+    "GoldenQuestion",
+    "SupportsEmbed",
+    "comparison_markdown",
+    "evaluable",
+    "evaluate_embedder",
+    "load_golden_set",
+    "rank_documents",
+    "retrieval_metrics",
+]
+
+# Upper bound on the query-by-chunk score block (float32 elements): 4M is 16 MB, which keeps
+# 100 queries x 100k chunks to a few blocks instead of one 40 MB matrix plus temporaries.
+_BLOCK_ELEMENTS = 4_000_000
+# Metrics that are counts rather than scores, rendered as integers in reports.
+_COUNT_METRICS = frozenset({"questions"})
+
+
+class SupportsEmbed(Protocol):
+    """Anything that embeds texts into L2-normalised rows (the LSA embedder, or a pretrained one)."""
+
+    def embed(self, texts: Sequence[str], batch_size: int = ...) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class GoldenQuestion:
+    id: str
+    question: str
+    relevant: tuple[str, ...]
+
+
+def load_golden_set(path: Path) -> list[GoldenQuestion]:
+    """Read a JSONL golden set; every problem is reported as `<path>:<line>: <what is wrong>`."""
+    path = Path(path)
+    questions: list[GoldenQuestion] = []
+    first_seen: dict[str, int] = {}
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: not valid UTF-8 ({exc})") from exc
+            if not line.strip():
+                continue  # blank lines (e.g. a trailing newline) are not questions
+            question = _parse_golden_line(line, where)
+            if question.id in first_seen:
+                raise ValueError(
+                    f"{where}: duplicate id {question.id!r} (first defined on line {first_seen[question.id]})"
+                )
+            first_seen[question.id] = lineno
+            questions.append(question)
+    if not questions:
+        raise ValueError(f"{path}: golden set contains no questions")
+    return questions
+
+
+def _parse_golden_line(line: str, where: str) -> GoldenQuestion:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for field in ("id", "question", "relevant"):
+        if field not in record:
+            raise ValueError(f"{where}: missing field {field!r}")
+    qid, text, relevant = record["id"], record["question"], record["relevant"]
+    if not isinstance(qid, str) or not qid.strip():
+        raise ValueError(f"{where}: 'id' must be a non-empty string")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{where}: 'question' must be a non-empty string")
+    if not isinstance(relevant, list) or not all(isinstance(k, str) and k for k in relevant):
+        raise ValueError(f"{where}: 'relevant' must be a list of non-empty document keys")
+    if not relevant:
+        raise ValueError(f"{where}: 'relevant' is empty; a question needs at least one relevant document")
+    # dict.fromkeys de-duplicates while keeping the author's order.
+    return GoldenQuestion(id=qid, question=text, relevant=tuple(dict.fromkeys(relevant)))
+
+
+def evaluable(questions: Sequence[GoldenQuestion], corpus_keys: Collection[str]) -> list[GoldenQuestion]:
+    """Keep questions answerable from this corpus, with `relevant` narrowed to keys present in it.
+
+    A question whose documents were never ingested scores zero for every model, which only dilutes
+    the comparison; narrowing `relevant` keeps recall's denominator to what retrieval could find.
+    """
+    present = corpus_keys if isinstance(corpus_keys, set | frozenset) else set(corpus_keys)
+    kept: list[GoldenQuestion] = []
+    for question in questions:
+        relevant = tuple(key for key in question.relevant if key in present)
+        if relevant:
+            kept.append(replace(question, relevant=relevant))
+    return kept
+
+
+def rank_documents(
+    query_vecs: np.ndarray,
+    chunk_vecs: np.ndarray,
+    chunk_doc_keys: Sequence[str],
+    top_k: int,
+) -> list[list[str]]:
+    """Top-k distinct documents per query, each document scored by its best chunk (cosine).
+
+    Ties are broken by the document's first appearance in `chunk_doc_keys` so rankings are stable.
+    A query whose vector is all zeros (no known term) gets an empty ranking: it carries no signal,
+    and an arbitrary order would hand out chance credit.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    queries = np.asarray(query_vecs, dtype=np.float32)
+    chunks = np.asarray(chunk_vecs, dtype=np.float32)
+    if queries.ndim != 2 or chunks.ndim != 2:
+        raise ValueError(f"expected 2-D arrays, got query {queries.shape} and chunk {chunks.shape}")
+    if len(chunk_doc_keys) != chunks.shape[0]:
+        raise ValueError(f"{len(chunk_doc_keys)} doc keys for {chunks.shape[0]} chunk vectors")
+    if chunks.shape[0] and queries.shape[0] and queries.shape[1] != chunks.shape[1]:
+        raise ValueError(f"dimension mismatch: queries {queries.shape[1]}, chunks {chunks.shape[1]}")
+    if not (np.isfinite(queries).all() and np.isfinite(chunks).all()):
+        raise ValueError("query or chunk vectors contain NaN or infinity")
+    if chunks.shape[0] == 0:
+        return [[] for _ in range(queries.shape[0])]
+
+    doc_keys, codes = _encode_keys(chunk_doc_keys)
+    # Group chunks by document so np.maximum.reduceat can take each document's best chunk score.
+    # Chunks usually arrive grouped already; only permute score columns when they do not.
+    order: np.ndarray | None = None
+    if np.any(codes[1:] < codes[:-1]):
+        order = np.argsort(codes, kind="stable")
+        codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    n_docs = len(doc_keys)
+    k = min(top_k, n_docs)
+    empty_query = ~np.any(queries != 0, axis=1)
+
+    ranked: list[list[str]] = []
+    block = max(1, _BLOCK_ELEMENTS // chunks.shape[0])
+    for start in range(0, queries.shape[0], block):
+        scores = queries[start : start + block] @ chunks.T
+        if order is not None:
+            scores = scores[:, order]
+        doc_scores = np.maximum.reduceat(scores, starts, axis=1)  # column j is document code j
+        if k < n_docs:
+            candidates = np.argpartition(-doc_scores, k - 1, axis=1)[:, :k]
+        else:
+            candidates = np.broadcast_to(np.arange(n_docs), doc_scores.shape).copy()
+        cand_scores = np.take_along_axis(doc_scores, candidates, axis=1)
+        within = np.lexsort((candidates, -cand_scores), axis=1)
+        best = np.take_along_axis(candidates, within, axis=1)
+        for row, docs in enumerate(best):
+            if empty_query[start + row]:
+                ranked.append([])
+            else:
+                ranked.append([doc_keys[i] for i in docs])
+    return ranked
+
+
+def _encode_keys(keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Integer codes in first-appearance order, so tie-breaking follows corpus order."""
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
+    return list(index), codes
+
+
+def retrieval_metrics(
+    ranked: Sequence[Sequence[str]],
+    relevant: Sequence[Collection[str]],
+    ks: Sequence[int] = (1, 5, 10),
+) -> dict[str, float]:
+    """Mean recall@k, nDCG@k (binary gains, log2 discount) and MRR over the ranked lists.
+
+    MRR uses the whole ranked list, so it is effectively MRR@len(ranked list).
+    """
+    if len(ranked) != len(relevant):
+        raise ValueError(f"{len(ranked)} rankings for {len(relevant)} relevance sets")
+    if not ranked:
+        raise ValueError("no questions to evaluate: metrics over zero questions are undefined")
+    ks = sorted(dict.fromkeys(ks))
+    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"ks must be positive integers, got {ks}")
+
+    max_k = max(ks)
+    discounts = 1.0 / np.log2(np.arange(2, max_k + 2))
+    ideal = np.cumsum(discounts)  # ideal[i] = IDCG with i+1 relevant documents
+    recall_sum = dict.fromkeys(ks, 0.0)
+    ndcg_sum = dict.fromkeys(ks, 0.0)
+    rr_sum = 0.0
+    for position, (ranking, rel) in enumerate(zip(ranked, relevant, strict=True)):
+        rel_set = set(rel)
+        if not rel_set:
+            raise ValueError(f"question #{position} has no relevant documents; recall is undefined")
+        # A document listed twice counts once: a ranking must not earn credit for repetition.
+        hits = [doc in rel_set for doc in dict.fromkeys(ranking)]
+        first_hit = next((i for i, hit in enumerate(hits) if hit), None)
+        rr_sum += 0.0 if first_hit is None else 1.0 / (first_hit + 1)
+        for k in ks:
+            top = hits[:k]
+            recall_sum[k] += sum(top) / len(rel_set)
+            dcg = sum(discounts[i] for i, hit in enumerate(top) if hit)
+            ndcg_sum[k] += dcg / ideal[min(k, len(rel_set)) - 1]
+
+    n = len(ranked)
+    metrics: dict[str, float] = {}
+    for k in ks:
+        metrics[f"recall@{k}"] = recall_sum[k] / n
+    for k in ks:
+        metrics[f"ndcg@{k}"] = float(ndcg_sum[k] / n)
+    metrics["mrr"] = rr_sum / n
+    metrics["questions"] = float(n)
+    return metrics
+
+
+def evaluate_embedder(
+    embedder: SupportsEmbed,
+    chunk_texts: Sequence[str],
+    chunk_doc_keys: Sequence[str],
+    questions: Sequence[GoldenQuestion],
+    ks: Sequence[int] = (1, 5, 10),
+    *,
+    only_evaluable: bool = True,
+) -> dict[str, float]:
+    """Embed chunks and questions, rank documents, and score against the golden set.
+
+    With `only_evaluable` (the default) questions whose documents are absent from the corpus are
+    dropped first, see `evaluable`; a ValueError is raised if none remain.
+    """
+    if len(chunk_texts) != len(chunk_doc_keys):
+        raise ValueError(f"{len(chunk_texts)} chunk texts for {len(chunk_doc_keys)} doc keys")
+    selected = evaluable(questions, set(chunk_doc_keys)) if only_evaluable else list(questions)
+    if not selected:
+        raise ValueError(f"none of the {len(questions)} golden questions has a relevant document in the corpus")
+    chunk_vecs = embedder.embed(chunk_texts)
+    query_vecs = embedder.embed([q.question for q in selected])
+    ranked = rank_documents(query_vecs, chunk_vecs, chunk_doc_keys, top_k=max(ks))
+    return retrieval_metrics(ranked, [q.relevant for q in selected], ks)
+
+
+def comparison_markdown(
+    candidate: Mapping[str, float],
+    production: Mapping[str, float] | None,
+    *,
+    candidate_label: str,
+    production_label: str,
+) -> str:
+    """A markdown table of candidate vs production metrics with signed deltas ("—" where absent)."""
+    names = list(candidate) + [m for m in (production or {}) if m not in candidate]
+    prod_column = f"production ({_cell(production_label)})" if production is not None else "production"
+    lines = [
+        f"| metric | candidate ({_cell(candidate_label)}) | {prod_column} | delta |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in names:
+        cand = candidate.get(name)
+        prod = production.get(name) if production is not None else None
+        delta = _format_delta(name, cand - prod) if cand is not None and prod is not None else "—"
+        cells = (_cell(name), _format_value(name, cand), _format_value(name, prod), delta)
+        lines.append("| " + " | ".join(cells) + " |")
+    if production is None:
+        lines.append("")
+        lines.append("_No production model yet: nothing to compare against._")
+    return "\n".join(lines) + "\n"
+
+
+def _format_value(name: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if name in _COUNT_METRICS and float(value).is_integer():
+        return str(int(value))
+    return f"{float(value):.4f}"
+
+
+def _format_delta(name: str, delta: float) -> str:
+    if math.isnan(delta):
+        return "—"
+    if name in _COUNT_METRICS and float(delta).is_integer():
+        return f"{int(delta):+d}"
+    # Round before choosing the sign so float noise never prints as "-0.0000".
+    rounded = round(delta, 4) + 0.0
+    return f"{rounded:+.4f}"
+
+
+def _cell(text: str) -> str:
+    # A pipe inside a label would split the table cell.
+    return str(text).replace("|", "\\|").replace("\n", " ")

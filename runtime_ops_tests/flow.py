@@ -1,0 +1,78 @@
+"""Drive the code location the way the daemon does: evaluate sensor ticks, launch their run requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from runtime_ops.definitions import build_definitions
+from runtime_ops.settings import load_settings
+
+
+@dataclass
+class Flow:
+    instance: dg.DagsterInstance
+    defs: dg.Definitions = field(default_factory=lambda: build_definitions(load_settings()))
+    cursors: dict[str, str | None] = field(default_factory=dict)
+    launched_keys: set[tuple[str, str]] = field(default_factory=set)
+
+    def tick(self, sensor_name: str) -> list[dg.RunRequest]:
+        """One sensor evaluation, with its cursor, partitions and run-key dedupe applied as the daemon does."""
+        sensor = self.repo.get_sensor_def(sensor_name)
+        with dg.build_sensor_context(
+            instance=self.instance,
+            instance_ref=self.instance.get_ref(),
+            definitions=self.defs,
+            resources=self.defs.resources,
+            cursor=self.cursors.get(sensor_name),
+        ) as ctx:
+            result = sensor.evaluate_tick(ctx)
+        if result.cursor is not None:
+            self.cursors[sensor_name] = result.cursor
+        for request in result.dynamic_partitions_requests or []:
+            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        for event in result.asset_events or []:
+            if isinstance(event, dg.AssetCheckEvaluation):
+                self.instance.report_runless_asset_event(event)
+        fresh = []
+        for request in result.run_requests or []:
+            key = (sensor_name, request.run_key or "")
+            if request.run_key and key in self.launched_keys:
+                continue  # the daemon skips a run key it launched before
+            self.launched_keys.add(key)
+            fresh.append(request)
+        return fresh
+
+    @property
+    def repo(self) -> dg.RepositoryDefinition:
+        return self.defs.get_repository_def()
+
+    def job_for(self, sensor_name: str, request: dg.RunRequest) -> dg.JobDefinition:
+        name = request.job_name or self.repo.get_sensor_def(sensor_name).job_name
+        return self.repo.get_job(name)
+
+    def run(self, sensor_name: str, request: dg.RunRequest, **kwargs: Any) -> dg.ExecuteInProcessResult:
+        job = self.job_for(sensor_name, request)
+        run_config = request.run_config if request.run_config else None
+        return job.execute_in_process(
+            instance=self.instance,
+            partition_key=request.partition_key,
+            tags=request.tags,
+            run_config=run_config,
+            raise_on_error=kwargs.pop("raise_on_error", False),
+            **kwargs,
+        )
+
+    def tick_and_run(self, sensor_name: str) -> list[dg.ExecuteInProcessResult]:
+        return [self.run(sensor_name, r) for r in self.tick(sensor_name)]
+
+    def materialize(self, selection: list[Any], **kwargs: Any) -> dg.ExecuteInProcessResult:
+        job = self.repo.get_implicit_global_asset_job_def()
+        return job.execute_in_process(
+            instance=self.instance,
+            asset_selection=[dg.AssetKey(a) if isinstance(a, str) else a for a in selection],
+            raise_on_error=False,
+            **kwargs,
+        )

@@ -1,0 +1,127 @@
+"""The whole lifecycle on a real PostgreSQL (state store and Dagster storage): land, ingest, train, gate,
+approve through the CLI, promote, re-embed and re-index."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from runtime_ops.cli import main as cli
+from runtime_ops.demo import CORPUS_DIR
+from runtime_ops.settings import get_settings
+from runtime_ops.store import open_store
+from runtime_ops_tests.flow import Flow
+
+
+def _copy(files: list[Path], landing: Path) -> None:
+    for src in files:
+        dest = landing / src.relative_to(CORPUS_DIR)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+
+
+@pytest.fixture
+def corpus_halves() -> tuple[list[Path], list[Path]]:
+    files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
+    return files[::2], files[1::2]
+
+
+def test_approval_through_cli_promotes_and_reindexes(
+    env, postgres_url, dagster_instance, tmp_path, corpus_halves, capsys
+) -> None:
+    landing = tmp_path / "landing"
+    # A margin no candidate can beat and no regression limit: every candidate after the first needs a human.
+    env(
+        database_url=postgres_url,
+        landing=str(landing),
+        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
+        RUNTIME_OPS_MAX_REGRESSION="1.0",
+    )
+    flow = Flow(dagster_instance)
+    store = open_store(get_settings().resolved_database_url)
+    first, second = corpus_halves
+
+    _copy(first, landing)
+    assert all(r.success for r in flow.tick_and_run("landing_sensor"))
+    [train] = flow.tick_and_run("corpus_sensor")
+    assert train.success, "the first model is auto-approved and promoted in the same run"
+    assert store.alias("production") == 1
+    assert store.current_index()["model_version"] == 1
+    assert store.list_requests()[0]["kind"] == "policy"
+
+    _copy(second, landing)
+    assert all(r.success for r in flow.tick_and_run("landing_sensor"))
+    [train2] = flow.tick_and_run("corpus_sensor")
+    assert not train2.success  # the blocking human_approval check failed and skipped the promotion
+    checks = {e.check_name: e.passed for e in train2.get_asset_check_evaluations()}
+    assert checks == {"meets_policy": True, "human_approval": False}
+    assert store.alias("candidate") == 2 and store.alias("production") == 1
+    [pending] = store.list_requests(status="pending")
+    assert pending["candidate_version"] == 2
+
+    # Selecting production_model alone bypasses the check in Dagster; the asset itself must still refuse.
+    bypass = flow.materialize(["production_model"])
+    assert not bypass.success
+    failure = bypass.get_step_failure_events()[0].step_failure_data.error.message
+    assert "refusing to promote" in failure and pending["id"] in failure
+    assert store.alias("production") == 1
+    assert [h["new_target"] for h in store.alias_history("production")] == [1]
+
+    # New documents still reach the index with the current production model while the approval waits.
+    [reindex] = flow.tick_and_run("corpus_sensor")
+    assert reindex.success and store.current_index()["model_version"] == 1
+
+    assert cli(["approvals", "approve", pending["id"], "--as", "alice", "--reason", "looks fine"]) == 0
+    assert "approved by alice" in capsys.readouterr().out
+    assert cli(["approvals", "approve", pending["id"], "--as", "bob"]) == 1  # decided exactly once
+
+    [promotion_request] = flow.tick("approvals_sensor")
+    assert promotion_request.run_key == pending["id"]
+    promotion = flow.run("approvals_sensor", promotion_request)
+    assert promotion.success
+    assert store.alias("production") == 2
+    history = store.alias_history("production")
+    assert [(h["new_target"], h["approval_id"], h["actor"]) for h in history][-1] == (2, pending["id"], "alice")
+    index = store.current_index()
+    assert index["model_version"] == 2 and index["corpus_revision"] == store.corpus_revision()
+    counts = store.embedding_counts(2)
+    assert counts["embedded"] == counts["current_chunks"] == index["n_chunks"] > 0
+    answers = store.latest_answers(limit=1)
+    assert answers and answers[0]["index_id"] == index["id"] and answers[0]["sources"]
+
+    # The runless check result marks the decision in the UI; a later tick launches nothing more.
+    latest = dagster_instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("evaluation_report"), "human_approval")]
+    )
+    assert latest
+    assert flow.tick("approvals_sensor") == []
+    assert flow.tick("corpus_sensor") == []
+
+
+def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_path, corpus_halves) -> None:
+    landing = tmp_path / "landing"
+    env(
+        database_url=postgres_url,
+        landing=str(landing),
+        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
+        RUNTIME_OPS_MAX_REGRESSION="1.0",
+    )
+    flow = Flow(dagster_instance)
+    store = open_store(get_settings().resolved_database_url)
+    first, second = corpus_halves
+    _copy(first, landing)
+    flow.tick_and_run("landing_sensor")
+    flow.tick_and_run("corpus_sensor")
+    _copy(second[:10], landing)
+    flow.tick_and_run("landing_sensor")
+    flow.tick_and_run("corpus_sensor")
+    [pending] = store.list_requests(status="pending")
+    assert cli(["approvals", "reject", pending["id"], "--as", "carol", "--reason", "recall dropped"]) == 0
+    assert flow.tick("approvals_sensor") == []
+    refused = flow.materialize(["production_model"])
+    assert not refused.success
+    assert "rejected by carol" in refused.get_step_failure_events()[0].step_failure_data.error.message
+    assert store.alias("production") == 1
