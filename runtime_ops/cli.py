@@ -123,8 +123,10 @@ def cmd_dev(args: argparse.Namespace) -> int:
         landing = Path(settings.resolved_landing)
         empty = not landing.exists() or not any(p.is_file() for p in landing.rglob("*"))
         if empty:
-            copied = copy_corpus(landing)
-            print(f"seeded {len(copied)} demo documents into {landing}")
+            # Most of the corpus now, the rest with `runtime-ops demo seed`: that second batch trains a new
+            # candidate and shows the gate at work.
+            copied = copy_corpus(landing, subset=0.7)
+            print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
     env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
     cmd = [
         sys.executable,

@@ -1,0 +1,81 @@
+# runtime_ops — build, test and run. `make test` is what CI runs (through .ci/run).
+#
+#   make install   system packages (postgresql, redis-server) when missing, then the venv from requirements.lock
+#   make test      install, ruff, pytest (real PostgreSQL / Redis / moto servers, started by the test session)
+#   make lint      ruff
+#   make lock      regenerate requirements.lock from pyproject.toml
+#   make bench     benchmarks (python -m bench)
+#   make dev       dagster webserver + daemon + ops API on this machine
+#   make clean     remove local state (.runtime_ops/) and the install stamp
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.runtime_ops-installed
+PYTEST_ARGS ?=
+
+# The first Python >= 3.11 found; override with `make PYTHON=/path/to/python3.12`.
+PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { command -v $$p; break; }; done)
+
+# uv on PATH, else `python -m uv` (pip-installed on first use).
+UV = $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+export UV_PYTHON_DOWNLOADS := never
+export UV_NO_PROGRESS := 1
+
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT_PACKAGES := postgresql redis-server
+
+.PHONY: install system-packages uv test lint lock bench dev clean
+
+install: system-packages $(STAMP)
+
+# PostgreSQL and Redis servers for the tests. apt-get update runs only when something is missing.
+system-packages:
+	@missing=""; \
+	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		missing="$$missing postgresql"; fi; \
+	if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then \
+		missing="$$missing redis-server"; fi; \
+	if [ -n "$$missing" ]; then \
+		echo ">> installing system packages:$$missing"; \
+		if ! command -v apt-get >/dev/null 2>&1; then \
+			echo "error: apt-get not found; install these packages by hand:$$missing" >&2; exit 1; fi; \
+		$(SUDO) apt-get update -qq; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+uv:
+	@if ! command -v uv >/dev/null 2>&1 && ! $(PYTHON) -m uv --version >/dev/null 2>&1; then \
+		echo ">> installing uv with pip"; $(PYTHON) -m pip install --quiet uv; fi
+
+# The venv is rebuilt (synced) only when the lock or the project metadata changed.
+$(STAMP): requirements.lock pyproject.toml | uv
+	@if [ -z "$(PYTHON)" ]; then echo "error: no python >= 3.11 found (set PYTHON=...)" >&2; exit 1; fi
+	@if ! $(PY) -c 'import sys' >/dev/null 2>&1; then $(UV) venv --clear --python "$(PYTHON)" $(VENV); fi
+	$(UV) pip sync --python $(PY) requirements.lock
+	$(UV) pip install --python $(PY) --no-deps -e .
+	@touch $@
+
+lock: uv
+	$(UV) pip compile pyproject.toml --extra test -o requirements.lock
+
+lint: install
+	$(VENV)/bin/ruff check runtime_ops runtime_ops_tests
+
+test: install
+	$(VENV)/bin/ruff check runtime_ops runtime_ops_tests
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install
+	@if [ -d bench ]; then $(PY) -m bench; else echo "no bench/ yet: nothing to run"; fi
+
+dev: install
+	$(VENV)/bin/runtime-ops dev
+
+clean:
+	rm -rf .runtime_ops $(STAMP)

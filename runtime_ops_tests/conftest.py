@@ -1,0 +1,105 @@
+"""Shared fixtures. Real servers (PostgreSQL, Redis, moto) start lazily, once per session, on free ports
+of 127.0.0.1, and are stopped at session end; the helpers live in `runtime_ops_tests/servers.py`.
+A missing server binary fails the tests that need it, naming the package to install: it never skips."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime_ops_tests import servers
+
+
+def _session_server(factory):
+    try:
+        server = factory()
+        server.start()
+    except servers.MissingServerBinary as exc:
+        pytest.fail(f"{exc}", pytrace=False)
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[servers.PostgresServer]:
+    server = _session_server(servers.PostgresServer)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: servers.PostgresServer) -> Iterator[str]:
+    """A fresh, empty database for this test (SQLAlchemy URL); dropped afterwards."""
+    name = servers.unique_name("test")
+    yield postgres_server.create_database(name)
+    if not postgres_server.running:  # a fault-injection test left it stopped
+        postgres_server.start()
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def _dagster_template(postgres_server: servers.PostgresServer) -> str:
+    return servers.dagster_postgres_template(postgres_server)
+
+
+@pytest.fixture
+def dagster_instance(postgres_server, _dagster_template, tmp_path: Path):
+    """A persistent DagsterInstance on its own fresh PostgreSQL database (dagster-postgres storage)."""
+    with servers.dagster_instance_on(postgres_server, tmp_path / "dagster_home", template=_dagster_template) as inst:
+        yield inst
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[servers.RedisServer]:
+    server = _session_server(servers.RedisServer)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def redis_url(redis_server: servers.RedisServer) -> Iterator[str]:
+    """The session Redis, flushed, running and unpaused for this test."""
+    redis_server.resume()
+    redis_server.start()
+    redis_server.flushall()
+    yield redis_server.url
+    redis_server.resume()
+    redis_server.start()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[servers.MotoServer]:
+    server = _session_server(servers.MotoServer)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(moto_server: servers.MotoServer, monkeypatch: pytest.MonkeyPatch) -> servers.MotoServer:
+    """Test credentials, region and AWS_ENDPOINT_URL pointing at moto, for this test only."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**servers.AWS_TEST_ENV, "AWS_ENDPOINT_URL": moto_server.endpoint_url}.items():
+        monkeypatch.setenv(name, value)
+    return moto_server
+
+
+@pytest.fixture
+def s3_bucket(aws_env: servers.MotoServer):
+    """(boto3 S3 client on moto, fresh bucket name); the bucket is emptied and deleted afterwards."""
+    client = aws_env.client("s3")
+    bucket = servers.unique_name("test", sep="-")
+    client.create_bucket(Bucket=bucket)
+    yield client, bucket
+    servers.empty_and_delete_bucket(client, bucket)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """`env(database_url=None, landing=None, **extra)` -> home: `servers.runtime_ops_env` for this test."""
+    from runtime_ops.settings import get_settings
+
+    yield functools.partial(servers.runtime_ops_env, monkeypatch, tmp_path)
+    get_settings.cache_clear()
