@@ -22,7 +22,11 @@ def _store():  # type: ignore[no-untyped-def]
 
 
 def _default_actor() -> str:
-    return f"cli:{os.environ.get('RUNTIME_OPS_ACTOR') or getpass.getuser()}"
+    try:
+        actor = get_settings().actor
+    except SettingsError:
+        actor = None  # reported properly when the command runs
+    return f"cli:{actor or getpass.getuser()}"
 
 
 def _print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:

@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(10 * 1024 * 1024, gt=0, **_env("RUNTIME_OPS_MAX_DOCUMENT_BYTES"))
     batch_max_objects: int = Field(1000, gt=0, le=25_000, **_env("RUNTIME_OPS_BATCH_MAX_OBJECTS"))
     scan_max_keys: int = Field(100_000, gt=0, **_env("RUNTIME_OPS_SCAN_MAX_KEYS"))
+    actor: str | None = Field(None, **_env("RUNTIME_OPS_ACTOR"))
 
     @field_validator("database_url")
     @classmethod
