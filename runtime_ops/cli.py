@@ -53,6 +53,8 @@ def cmd_approvals_list(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace, approve: bool) -> int:
+    from runtime_ops import clock
+
     store = _store()
     request = store.get_request(args.request_id)
     if request is not None and request["status"] == "pending":
@@ -60,11 +62,45 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
         if report:
             print(report["markdown"])
             print(f"\nverdict: {report['verdict']['reason']}\n")
-    decision = store.decide(args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli")
-    print(decision.message)
-    if decision.outcome == "accepted" and approve:
+    result = store.cast_vote(
+        args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli", now=clock.now()
+    )
+    print(result.message)
+    if result.outcome == "accepted" and approve:
         print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
-    return 0 if decision.outcome == "accepted" else 1
+    return 0 if result.counted else 1
+
+
+def cmd_audit_verify(_: argparse.Namespace) -> int:
+    report = _store().verify_audit()
+    if report.ok:
+        print(f"audit chain intact: {report.records} records")
+        return 0
+    print(f"audit chain BROKEN at record {report.first_broken_id}: {report.problem}", file=sys.stderr)
+    return 1
+
+
+def cmd_audit_show(args: argparse.Namespace) -> int:
+    records = _store().audit_records(args.request_id)
+    if not records:
+        print(f"no audit records for {args.request_id}")
+        return 1
+    for r in records:
+        detail = {k: v for k, v in (r["detail"] or {}).items() if v not in (None, "", [], {})}
+        print(
+            f"#{r['id']:<6} {r['at']:%Y-%m-%d %H:%M:%S} {r['event']:<20} {r['outcome'] or '':<16} "
+            f"{r['actor'] or '-':<24} {r['channel'] or '-':<9} {json.dumps(detail, default=str) if detail else ''}"
+        )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from runtime_ops.api.app import create_app
+
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
 
 
 def cmd_status(_: argparse.Namespace) -> int:
@@ -166,6 +202,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--as", dest="actor", default=_default_actor(), help="who decides (default: cli:$USER)")
         p.add_argument("--reason", required=not approve, default=None)
         p.set_defaults(func=lambda a, approve=approve: _decide(a, approve))
+
+    audit = sub.add_parser("audit", help="the hash-chained audit log of approvals")
+    ausub = audit.add_subparsers(dest="action", required=True)
+    p = ausub.add_parser("verify", help="check the chain; names the first broken record")
+    p.set_defaults(func=cmd_audit_verify)
+    p = ausub.add_parser("show", help="print one request's history")
+    p.add_argument("request_id")
+    p.set_defaults(func=cmd_audit_show)
+
+    p = sub.add_parser("serve", help="run the ops API (Slack interactions, approval pages, JSON API)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("status", help="summarise the state store")
     p.set_defaults(func=cmd_status)

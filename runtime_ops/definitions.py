@@ -10,7 +10,7 @@ from runtime_ops.models.assets import embedding_model, evaluation_report, produc
 from runtime_ops.models.checks import human_approval, meets_policy
 from runtime_ops.models.sensors import corpus_sensor
 from runtime_ops.resources.landing_resource import LandingResource
-from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
+from runtime_ops.resources.state import ApprovalsResource, GatePolicyResource, StateStoreResource
 from runtime_ops.serving.assets import document_embeddings, rag_answers, retrieval_index
 from runtime_ops.settings import Settings, get_settings
 
@@ -24,6 +24,17 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             batch_max_objects=settings.batch_max_objects,
             scan_max_keys=settings.scan_max_keys,
             max_document_bytes=settings.max_document_bytes,
+        ),
+        "approvals": ApprovalsResource(
+            approvers=list(settings.approvers),
+            escalation_approvers=list(settings.escalation_approvers),
+            required_approvals=settings.required_approvals,
+            escalate_after_seconds=settings.escalate_after.total_seconds() if settings.escalate_after else None,
+            expire_after_seconds=settings.expire_after.total_seconds() if settings.expire_after else None,
+            public_url=settings.public_url,
+            dagster_url=settings.dagster_url,
+            slack_channel=settings.slack_approval_channel,
+            slack_api_url=settings.slack_api_url,
         ),
         "gate": GatePolicyResource(
             primary_metric=settings.primary_metric,

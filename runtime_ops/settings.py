@@ -9,11 +9,29 @@ from __future__ import annotations
 import functools
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """`90s`, `30m`, `4h`, `2d`, plain seconds, or `off`/`none`/empty for no deadline."""
+    value = text.strip().lower()
+    if value in ("", "off", "none", "never", "0"):
+        return None
+    unit = value[-1]
+    try:
+        seconds = float(value[:-1]) * _UNITS[unit] if unit in _UNITS else float(value)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration; use e.g. 90s, 30m, 4h, 2d or off") from None
+    if seconds <= 0:
+        raise ValueError("a duration must be positive (or 'off')")
+    return timedelta(seconds=seconds)
 
 
 class SettingsError(ValueError):
@@ -57,6 +75,12 @@ class Settings(BaseSettings):
     scan_max_keys: int = Field(100_000, gt=0, **_env("RUNTIME_OPS_SCAN_MAX_KEYS"))
     actor: str | None = Field(None, **_env("RUNTIME_OPS_ACTOR"))
 
+    # Approval policy of new requests (a request keeps the policy it opened with).
+    required_approvals: int = Field(1, ge=1, le=20, **_env("RUNTIME_OPS_REQUIRED_APPROVALS"))
+    escalate_after: timedelta | None = Field(timedelta(hours=4), **_env("RUNTIME_OPS_ESCALATE_AFTER"))
+    expire_after: timedelta | None = Field(timedelta(hours=24), **_env("RUNTIME_OPS_EXPIRE_AFTER"))
+    dagster_url: str = Field("http://127.0.0.1:3000", **_env("RUNTIME_OPS_DAGSTER_URL"))
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str | None) -> str | None:
@@ -88,7 +112,14 @@ class Settings(BaseSettings):
             raise ValueError("s3:// URL has no bucket name; use s3://bucket[/prefix]")
         return v
 
-    @field_validator("aws_endpoint_url", "slack_api_url", "public_url", "model_endpoint", "sqs_queue_url")
+    @field_validator("escalate_after", "expire_after", mode="before")
+    @classmethod
+    def _parse_duration(cls, v: object) -> object:
+        return parse_duration(v) if isinstance(v, str) else v
+
+    @field_validator(
+        "aws_endpoint_url", "slack_api_url", "public_url", "model_endpoint", "sqs_queue_url", "dagster_url"
+    )
     @classmethod
     def _check_http_url(cls, v: str | None) -> str | None:
         if v is None or v == "":
@@ -96,6 +127,18 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return v.rstrip("/") if v.count("/") > 2 else v
+
+    @model_validator(mode="after")
+    def _check_approvals(self) -> Settings:
+        allowed = len(set(self.approvers) | set(self.escalation_approvers))
+        if allowed and self.required_approvals > allowed:
+            raise ValueError(
+                f"RUNTIME_OPS_REQUIRED_APPROVALS={self.required_approvals} but only {allowed} approvers are listed in "
+                "RUNTIME_OPS_APPROVERS / RUNTIME_OPS_ESCALATION_APPROVERS"
+            )
+        if self.escalate_after and self.expire_after and self.escalate_after >= self.expire_after:
+            raise ValueError("RUNTIME_OPS_ESCALATE_AFTER must be shorter than RUNTIME_OPS_EXPIRE_AFTER")
+        return self
 
     @model_validator(mode="after")
     def _check_slack_pair(self) -> Settings:

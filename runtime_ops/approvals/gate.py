@@ -6,8 +6,10 @@ No Dagster here, so the same rules hold whether a check, a run that skipped the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from runtime_ops.approvals.rules import RequestPolicy
 from runtime_ops.store import StateStore
 
 
@@ -28,8 +30,23 @@ def decide_command(request_id: str) -> str:
     return f"runtime-ops approvals approve {request_id}  (or: runtime-ops approvals reject {request_id} --reason ...)"
 
 
-def evaluate_gate(store: StateStore, *, requested_by: str, run_id: str | None = None) -> GateOutcome:
-    """Judge the latest evaluation report; open (once per candidate digest) the approval request it needs."""
+CANARY_ALIAS = "canary"
+CANARY_COMPENSATION = "remove_canary"
+
+
+def evaluate_gate(
+    store: StateStore,
+    *,
+    requested_by: str,
+    run_id: str | None = None,
+    policy: RequestPolicy | None = None,
+    now: datetime | None = None,
+) -> GateOutcome:
+    """Judge the latest evaluation report; open (once per candidate digest) the approval request it needs.
+
+    While a human decides, the candidate serves as the `canary` alias; if the request ends without approval
+    (rejected or expired) the registered compensation removes that alias again.
+    """
     report = store.latest_eval_report()
     if report is None:
         return GateOutcome(False, "no_report", "no evaluation report yet: materialize evaluation_report first")
@@ -54,14 +71,19 @@ def evaluate_gate(store: StateStore, *, requested_by: str, run_id: str | None = 
             run_id=run_id,
         )
     else:
-        request, _ = store.open_request(
+        request, created = store.open_request(
             candidate_version=version,
             candidate_digest=report["candidate_digest"],
             eval_report_id=report["id"],
             requested_by=requested_by,
             kind="human",
             run_id=run_id,
+            policy=policy,
+            compensation=CANARY_COMPENSATION,
+            now=now,
         )
+        if created:
+            store.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
     return outcome_for(request, report)
 
 

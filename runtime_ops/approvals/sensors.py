@@ -7,9 +7,10 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from runtime_ops import clock
 from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import promotion_job
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 
 APPROVAL_TAG = "runtime_ops/approval_id"
@@ -31,11 +32,20 @@ def _target(instance: dg.DagsterInstance) -> AssetCheckEvaluationTargetMateriali
     jobs=[promotion_job],
     minimum_interval_seconds=10,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Turns each approved request into a passed human_approval result and one promotion run "
-    "(run key = approval id, so a decision never promotes twice).",
+    description="Announces approval requests (Slack or signed links in the log), escalates and expires them on "
+    "their deadlines (running compensations once), keeps Slack messages up to date, and turns each approved "
+    "request into a passed human_approval result and one promotion run (run key = approval id).",
 )
-def approvals_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.SensorResult | dg.SkipReason:
+def approvals_sensor(
+    context: dg.SensorEvaluationContext, state: StateStoreResource, approvals: ApprovalsResource
+) -> dg.SensorResult | dg.SkipReason:
     store = state.store()
+    announcer = approvals.announcer(store)
+    announcer.emit = context.log.warning  # links and escalations show in the tick log (and the console)
+    changes = announcer.tick(clock.now())
+    for kind, ids in changes.items():
+        if ids:
+            context.log.info(f"{kind}: {', '.join(ids)}")
     cursor = json.loads(context.cursor) if context.cursor else {"reported": []}
     reported: list[str] = cursor["reported"]
     requests: list[dg.RunRequest] = []
@@ -67,5 +77,6 @@ def approvals_sensor(context: dg.SensorEvaluationContext, state: StateStoreResou
             )
             reported.append(request["id"])
     if not requests and not events:
-        return dg.SkipReason("no new decisions")
+        done = ", ".join(f"{k} {len(v)}" for k, v in changes.items() if v)
+        return dg.SkipReason(f"no new decisions{'; ' + done if done else ''}")
     return dg.SensorResult(run_requests=requests, asset_events=events, cursor=json.dumps({"reported": reported[-200:]}))

@@ -2,13 +2,15 @@
 
 import dagster as dg
 
+from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
 from runtime_ops.models.assets import evaluation_report
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 
 
 def _requester(context: dg.AssetCheckExecutionContext) -> str:
-    return context.run.tags.get("user") or context.run.tags.get("dagster/user") or "runtime_ops"
+    tags = context.run.tags
+    return tags.get("runtime_ops/requested_by") or tags.get("user") or tags.get("dagster/user") or "runtime_ops"
 
 
 @dg.asset_check(
@@ -34,8 +36,16 @@ def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
     description="Passes when the policy auto-approves the candidate or a person approved this exact candidate "
     "digest; otherwise opens one approval request per digest and fails with how to decide it.",
 )
-def human_approval(context: dg.AssetCheckExecutionContext, state: StateStoreResource) -> dg.AssetCheckResult:
-    outcome = evaluate_gate(state.store(), requested_by=_requester(context), run_id=context.run.run_id)
+def human_approval(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource, approvals: ApprovalsResource
+) -> dg.AssetCheckResult:
+    outcome = evaluate_gate(
+        state.store(),
+        requested_by=_requester(context),
+        run_id=context.run.run_id,
+        policy=approvals.request_policy(),
+        now=clock.now(),
+    )
     metadata: dict[str, object] = {"status": outcome.status}
     if outcome.request:
         metadata["approval_id"] = outcome.request["id"]

@@ -30,3 +30,52 @@ class GatePolicyResource(dg.ConfigurableResource):
             auto_approve_margin=self.auto_approve_margin,
             max_regression=self.max_regression,
         )
+
+
+class ApprovalsResource(dg.ConfigurableResource):
+    """Who approves, how long a request may wait, and where it is announced (Slack or the log).
+
+    Secrets (the Slack token, the link-signing secret) are read from the settings at run time, never stored in
+    resource config, so they do not show in the Dagster UI.
+    """
+
+    approvers: list[str] = []
+    escalation_approvers: list[str] = []
+    required_approvals: int = 1
+    escalate_after_seconds: float | None = 4 * 3600
+    expire_after_seconds: float | None = 24 * 3600
+    public_url: str = "http://127.0.0.1:8000"
+    dagster_url: str = "http://127.0.0.1:3000"
+    slack_channel: str | None = None
+    slack_api_url: str | None = None
+
+    def request_policy(self):  # type: ignore[no-untyped-def]
+        from datetime import timedelta
+
+        from runtime_ops.approvals.rules import RequestPolicy
+
+        return RequestPolicy(
+            approvers=tuple(self.approvers),
+            escalation_approvers=tuple(self.escalation_approvers),
+            required_approvals=self.required_approvals,
+            escalate_after=timedelta(seconds=self.escalate_after_seconds) if self.escalate_after_seconds else None,
+            expire_after=timedelta(seconds=self.expire_after_seconds) if self.expire_after_seconds else None,
+        )
+
+    def announcer(self, store: StateStore):  # type: ignore[no-untyped-def]
+        from runtime_ops.approvals.announce import Announcer
+        from runtime_ops.approvals.slack import SlackNotifier, slack_client
+        from runtime_ops.settings import get_settings
+
+        settings = get_settings()
+        notifier = None
+        if settings.slack_bot_token and self.slack_channel:
+            client = slack_client(settings.slack_bot_token.get_secret_value(), self.slack_api_url)
+            notifier = SlackNotifier(client, self.slack_channel)
+        return Announcer(
+            store=store,
+            link_secret=settings.resolved_link_secret(),
+            public_url=self.public_url,
+            dagster_url=self.dagster_url,
+            notifier=notifier,
+        )

@@ -151,7 +151,7 @@ alias_history = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(64), nullable=False),
     Column("old_target", Integer),
-    Column("new_target", Integer, nullable=False),
+    Column("new_target", Integer),  # NULL: the alias was removed
     Column("approval_id", String(64)),
     Column("actor", String(256), nullable=False),
     Column("run_id", String(64)),
@@ -176,22 +176,85 @@ approval_requests = Table(
     Column("decision_reason", Text),
     Column("promotion_run_id", String(64)),
     Column("run_id", String(64)),
+    # The request's own policy, fixed when it opens.
+    Column("approvers", JSON),
+    Column("escalation_approvers", JSON),
+    Column("required_approvals", Integer, nullable=False, server_default="1"),
+    Column("escalate_at", UTCDateTime()),
+    Column("expire_at", UTCDateTime()),
+    Column("escalated_at", UTCDateTime()),
+    Column("escalation_notified_at", UTCDateTime()),
+    Column("superseded_by", String(64)),
+    # Compensation registered for a request that ends without approval (e.g. removing a canary alias).
+    Column("compensation", String(64)),
+    Column("compensated_at", UTCDateTime()),
+    # Where the request was announced and which status that message shows (resynced when they differ).
+    Column("notified_at", UTCDateTime()),
+    Column("slack_channel", String(64)),
+    Column("slack_ts", String(64)),
+    Column("slack_status", String(16)),
     Index("ix_approval_requests_status", "status"),
 )
 
-approval_attempts = Table(
-    "approval_attempts",
+# One row per counted vote; M-of-N approvals are distinct actors' rows.
+approval_votes = Table(
+    "approval_votes",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("request_id", String(64), nullable=False),
+    Column("request_id", String(64), ForeignKey("approval_requests.id"), nullable=False),
     Column("actor", String(256), nullable=False),
-    Column("action", String(16), nullable=False),
+    Column("vote", String(16), nullable=False),
     Column("channel", String(32), nullable=False),
-    # accepted | already_decided | unknown_request | refused
-    Column("outcome", String(32), nullable=False),
-    Column("detail", Text),
     Column("created_at", UTCDateTime(), nullable=False),
-    Index("ix_approval_attempts_request", "request_id"),
+    UniqueConstraint("request_id", "actor", name="uq_approval_votes_request_actor"),
+)
+
+# Append-only, hash-chained record of every request, notification, attempt and outcome. Ids are gapless
+# (assigned from audit_head under its row lock), so a deleted record is as visible as an edited one.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("request_id", String(64)),
+    Column("event", String(32), nullable=False),
+    Column("actor", String(256)),
+    Column("channel", String(32)),
+    Column("outcome", String(32)),
+    Column("detail", JSON),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    Index("ix_audit_log_request", "request_id"),
+)
+
+audit_head = Table(
+    "audit_head",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("last_id", Integer, nullable=False),
+    Column("last_hash", String(64), nullable=False),
+)
+
+# Nonces of signed approval links that were used: a link decides at most once.
+link_uses = Table(
+    "link_uses",
+    metadata,
+    Column("nonce", String(64), primary_key=True),
+    Column("request_id", String(64), nullable=False),
+    Column("approver", String(256), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("used_at", UTCDateTime(), nullable=False),
+)
+
+# Slack redelivers a click with the same (message_ts, action_ts, user): the same attempt, answered the same.
+interaction_deliveries = Table(
+    "interaction_deliveries",
+    metadata,
+    Column("dedupe_key", String(256), primary_key=True),
+    Column("request_id", String(64), nullable=False),
+    Column("outcome", String(32), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
 )
 
 chunk_embeddings = Table(

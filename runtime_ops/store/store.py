@@ -11,7 +11,7 @@ import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from runtime_ops.store import schema as t
+from runtime_ops.store.approvals import ApprovalsMixin
 from runtime_ops.store.migrate import upgrade_to_head
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from runtime_ops.store.sql import insert_ignore, utcnow
 
 
 @dataclass(frozen=True)
@@ -33,15 +31,6 @@ class NewObject:
     version: str
     size: int
     last_modified: datetime | None
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The outcome of one approve/reject attempt."""
-
-    outcome: str  # accepted | already_decided | unknown_request
-    request: dict[str, Any] | None
-    message: str
 
 
 class AliasConflict(RuntimeError):
@@ -62,11 +51,18 @@ def _engine_for(url: str) -> Engine:
 
                 @event.listens_for(engine, "connect")
                 def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+                    # Let SQLAlchemy's "begin" below issue BEGIN IMMEDIATE: a deferred transaction that reads
+                    # then writes fails at once (SQLITE_BUSY) when another process wrote in between.
+                    dbapi_conn.isolation_level = None
                     cur = dbapi_conn.cursor()
                     cur.execute("PRAGMA journal_mode=WAL")
                     cur.execute("PRAGMA foreign_keys=ON")
                     cur.execute("PRAGMA busy_timeout=30000")
                     cur.close()
+
+                @event.listens_for(engine, "begin")
+                def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
             else:
                 engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
@@ -85,17 +81,7 @@ def open_store(url: str, *, migrate: bool = True) -> StateStore:
     return StateStore(engine)
 
 
-def _insert_ignore(table: t.Table, conn: Connection):  # type: ignore[no-untyped-def]
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert(table).on_conflict_do_nothing()
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert(table).on_conflict_do_nothing()
-
-
-class StateStore:
+class StateStore(ApprovalsMixin):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
@@ -135,7 +121,7 @@ class StateStore:
                     id=batch_id, seq=seq, source=source, created_at=now, n_objects=0, status="pending"
                 )
             )
-            stmt = _insert_ignore(t.documents, conn)
+            stmt = insert_ignore(t.documents, conn)
             inserted = 0
             for obj in objects:
                 res = conn.execute(
@@ -444,147 +430,6 @@ class StateStore:
             row = conn.execute(select(t.eval_reports).where(t.eval_reports.c.id == report_id)).first()
             return dict(row._mapping) if row else None
 
-    # ------------------------------------------------------------------ approvals
-    def open_request(
-        self,
-        *,
-        candidate_version: int,
-        candidate_digest: str,
-        eval_report_id: int,
-        requested_by: str,
-        kind: str = "human",
-        decided_by: str | None = None,
-        decision_reason: str | None = None,
-        run_id: str | None = None,
-    ) -> tuple[dict[str, Any], bool]:
-        """Open the approval request for a candidate digest, once. Returns (request, created).
-
-        A `policy` request is created already approved. Opening a request supersedes pending requests for
-        other digests: a decision applies only to the candidate it was shown.
-        """
-        now = utcnow()
-        with self.tx() as conn:
-            row = conn.execute(
-                select(t.approval_requests).where(t.approval_requests.c.candidate_digest == candidate_digest)
-            ).first()
-            if row:
-                return dict(row._mapping), False
-            request_id = f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
-            values: dict[str, Any] = {
-                "id": request_id,
-                "candidate_version": candidate_version,
-                "candidate_digest": candidate_digest,
-                "eval_report_id": eval_report_id,
-                "kind": kind,
-                "status": "approved" if kind == "policy" else "pending",
-                "requested_by": requested_by,
-                "created_at": now,
-                "run_id": run_id,
-            }
-            if kind == "policy":
-                values.update(decided_at=now, decided_by=decided_by or "policy", decision_reason=decision_reason)
-            try:
-                conn.execute(insert(t.approval_requests).values(**values))
-            except IntegrityError:
-                conn.rollback()
-                return self.request_for_digest(candidate_digest) or values, False  # type: ignore[return-value]
-            conn.execute(
-                update(t.approval_requests)
-                .where(
-                    and_(
-                        t.approval_requests.c.status == "pending",
-                        t.approval_requests.c.candidate_digest != candidate_digest,
-                    )
-                )
-                .values(status="superseded", decided_at=now, decision_reason=f"superseded by {request_id}")
-            )
-            return values, True
-
-    def request_for_digest(self, candidate_digest: str) -> dict[str, Any] | None:
-        with self.tx() as conn:
-            row = conn.execute(
-                select(t.approval_requests).where(t.approval_requests.c.candidate_digest == candidate_digest)
-            ).first()
-            return dict(row._mapping) if row else None
-
-    def get_request(self, request_id: str) -> dict[str, Any] | None:
-        with self.tx() as conn:
-            row = conn.execute(select(t.approval_requests).where(t.approval_requests.c.id == request_id)).first()
-            return dict(row._mapping) if row else None
-
-    def list_requests(self, status: str | None = None) -> list[dict[str, Any]]:
-        q = select(t.approval_requests).order_by(t.approval_requests.c.created_at.desc())
-        if status:
-            q = q.where(t.approval_requests.c.status == status)
-        with self.tx() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
-
-    def decide(
-        self, request_id: str, *, actor: str, approve: bool, reason: str | None = None, channel: str = "cli"
-    ) -> Decision:
-        """Approve or reject with one atomic compare-and-set; every attempt is recorded with its outcome."""
-        action = "approve" if approve else "reject"
-        now = utcnow()
-        with self.tx() as conn:
-            res = conn.execute(
-                update(t.approval_requests)
-                .where(and_(t.approval_requests.c.id == request_id, t.approval_requests.c.status == "pending"))
-                .values(
-                    status="approved" if approve else "rejected",
-                    decided_at=now,
-                    decided_by=actor,
-                    decision_reason=reason,
-                )
-            )
-            row = conn.execute(select(t.approval_requests).where(t.approval_requests.c.id == request_id)).first()
-            if res.rowcount == 1:
-                outcome, message = (
-                    "accepted",
-                    f"{request_id} {'approved' if approve else 'rejected'} by {actor}",
-                )
-            elif row is None:
-                outcome, message = "unknown_request", f"no approval request {request_id!r}"
-            else:
-                outcome = "already_decided"
-                message = f"{request_id} is already {row.status}" + (f" by {row.decided_by}" if row.decided_by else "")
-            conn.execute(
-                insert(t.approval_attempts).values(
-                    request_id=request_id,
-                    actor=actor,
-                    action=action,
-                    channel=channel,
-                    outcome=outcome,
-                    detail=reason,
-                    created_at=now,
-                )
-            )
-            return Decision(outcome=outcome, request=dict(row._mapping) if row else None, message=message)
-
-    def attempts(self, request_id: str) -> list[dict[str, Any]]:
-        with self.tx() as conn:
-            q = select(t.approval_attempts).where(t.approval_attempts.c.request_id == request_id)
-            return [dict(r._mapping) for r in conn.execute(q.order_by(t.approval_attempts.c.id))]
-
-    def approved_unlaunched(self) -> list[dict[str, Any]]:
-        """Human approvals whose promotion run has not been recorded yet."""
-        with self.tx() as conn:
-            q = select(t.approval_requests).where(
-                and_(
-                    t.approval_requests.c.status == "approved",
-                    t.approval_requests.c.kind == "human",
-                    t.approval_requests.c.promotion_run_id.is_(None),
-                )
-            )
-            return [dict(r._mapping) for r in conn.execute(q.order_by(t.approval_requests.c.decided_at))]
-
-    def mark_request_launched(self, request_id: str, run_id: str) -> None:
-        with self.tx() as conn:
-            conn.execute(
-                update(t.approval_requests)
-                .where(t.approval_requests.c.id == request_id)
-                .values(promotion_run_id=run_id)
-            )
-
     # ------------------------------------------------------------------ embeddings and index
     def chunks_missing_embeddings(self, model_version: int, limit: int) -> list[tuple[int, str]]:
         e = t.chunk_embeddings
@@ -602,7 +447,7 @@ class StateStore:
     def put_embeddings(self, model_version: int, rows: Iterable[tuple[int, np.ndarray]]) -> int:
         """Store vectors; a chunk already embedded with this model is left as it is (never written twice)."""
         with self.tx() as conn:
-            stmt = _insert_ignore(t.chunk_embeddings, conn)
+            stmt = insert_ignore(t.chunk_embeddings, conn)
             payload = [
                 {
                     "chunk_id": cid,

@@ -1,0 +1,244 @@
+"""The ops API: Slack interactions, signed approval pages, the approvals JSON API, health.
+
+`create_app()` builds it from the settings; tests pass their own settings and clock. Handlers are plain
+`def`s: FastAPI runs them in its thread pool, and each does one short state-store transaction, so a Slack
+click is acknowledged well within Slack's 3 seconds; Slack message updates run after the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from fastapi import BackgroundTasks, FastAPI, Form, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy import select, text
+from starlette.concurrency import run_in_threadpool
+
+from runtime_ops import clock as default_clock
+from runtime_ops.api.pages import evidence_page, outcome_page
+from runtime_ops.approvals import links
+from runtime_ops.approvals.announce import Announcer
+from runtime_ops.approvals.slack import MalformedInteraction, SlackNotifier, parse_interaction, slack_client
+from runtime_ops.settings import Settings, get_settings
+from runtime_ops.store import StateStore, open_store
+from runtime_ops.store import schema as t
+
+_REFUSAL_STATUS = {"tampered": 403, "expired": 410}
+_PUBLIC_FIELDS = (
+    "id",
+    "status",
+    "kind",
+    "candidate_version",
+    "candidate_digest",
+    "requested_by",
+    "created_at",
+    "decided_at",
+    "decided_by",
+    "decision_reason",
+    "required_approvals",
+    "approvers",
+    "escalation_approvers",
+    "escalate_at",
+    "expire_at",
+    "escalated_at",
+    "superseded_by",
+    "promotion_run_id",
+)
+
+
+class _SlackClock:
+    """slack_sdk's SignatureVerifier asks its clock for epoch seconds."""
+
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self._now = now
+
+    def now(self) -> float:
+        return self._now().timestamp()
+
+
+def create_app(settings: Settings | None = None, clock: Callable[[], datetime] | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    now = clock or default_clock.now
+    store = open_store(settings.resolved_database_url)
+    link_secret = settings.resolved_link_secret()
+    notifier = None
+    if settings.slack_bot_token and settings.slack_approval_channel:
+        client = slack_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
+        notifier = SlackNotifier(client, settings.slack_approval_channel)
+    announcer = Announcer(store, link_secret, settings.public_url, settings.dagster_url, notifier)
+    verifier = None
+    if settings.slack_signing_secret:
+        from slack_sdk.signature import SignatureVerifier
+
+        verifier = SignatureVerifier(settings.slack_signing_secret.get_secret_value(), clock=_SlackClock(now))
+
+    app = FastAPI(title="runtime_ops ops API", version="1")
+    app.state.store = store
+
+    def sync_slack(request_id: str) -> None:
+        request = store.get_request(request_id)
+        if request is not None:
+            announcer.sync_message(request)
+
+    # ------------------------------------------------------------------ Slack
+    @app.post("/slack/interactions")
+    async def slack_interactions(request: Request, background: BackgroundTasks) -> Response:
+        if verifier is None:
+            return JSONResponse({"error": "Slack interactivity is not configured: set SLACK_SIGNING_SECRET"}, 404)
+        body = await request.body()  # the signature covers the raw bytes, so read them before any parsing
+        problem = _signature_problem(verifier, body, request.headers)
+        if problem:
+            client = request.client.host if request.client else None
+            await run_in_threadpool(
+                store.audit,
+                event="attempt",
+                channel="slack",
+                outcome="forged",
+                detail={"reason": problem, "client": client},
+                now=now(),
+            )
+            return JSONResponse({"error": f"invalid Slack signature: {problem}"}, 401)
+        try:
+            interaction = parse_interaction(body)
+        except MalformedInteraction as exc:
+            await run_in_threadpool(
+                store.audit,
+                event="attempt",
+                channel="slack",
+                outcome="malformed",
+                detail={"reason": str(exc)},
+                now=now(),
+            )
+            return JSONResponse({"error": f"malformed interaction: {exc}"}, 400)
+        result = await run_in_threadpool(
+            store.cast_vote,
+            interaction.value,
+            actor=interaction.user_id,
+            approve=interaction.action_id == "approve",
+            channel="slack",
+            now=now(),
+            dedupe_key=interaction.dedupe_key,
+        )
+        if notifier is not None:
+            if result.counted:
+                background.add_task(sync_slack, interaction.value)
+            elif result.outcome != "duplicate_delivery":
+                background.add_task(notifier.ephemeral, interaction.channel_id, interaction.user_id, result.message)
+        return Response(status_code=200)
+
+    # ------------------------------------------------------------------ signed links
+    @app.get("/approvals/{token}", response_class=HTMLResponse)
+    def approval_page(token: str) -> HTMLResponse:
+        try:
+            claims = links.read(link_secret, token, now())
+        except links.LinkError as exc:
+            return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
+        request = store.get_request(claims.request_id)
+        if request is None:
+            return HTMLResponse(outcome_page("Unknown request", f"No approval request {claims.request_id}."), 404)
+        used = _link_use(store, claims.nonce)
+        if used is not None:
+            return HTMLResponse(
+                outcome_page(
+                    "Link already used",
+                    f"This link was already used to {used['action']} at {used['used_at']:%Y-%m-%d %H:%M} UTC."
+                    " Each link decides once.",
+                    "refused",
+                ),
+                409,
+            )
+        if claims.digest != request["candidate_digest"]:
+            return HTMLResponse(
+                outcome_page(
+                    "Candidate changed",
+                    "This link was issued for a different candidate; the request it belongs to no longer applies.",
+                    "refused",
+                ),
+                409,
+            )
+        if request["status"] != "pending":
+            by = f" by {request['decided_by']}" if request.get("decided_by") else ""
+            return HTMLResponse(outcome_page("Already decided", f"{request['id']} is {request['status']}{by}."), 409)
+        report = store.get_eval_report(request["eval_report_id"]) or {}
+        return HTMLResponse(evidence_page(request, report, claims.approver, store.votes(request["id"])))
+
+    @app.post("/approvals/{token}", response_class=HTMLResponse)
+    def approval_decide(
+        token: str, background: BackgroundTasks, action: str = Form(...), reason: str | None = Form(None)
+    ) -> HTMLResponse:
+        if action not in ("approve", "reject"):
+            return HTMLResponse(outcome_page("Bad request", f"unknown action {action!r}", "refused"), 400)
+        try:
+            claims = links.read(link_secret, token, now())
+        except links.LinkError as exc:
+            store.audit(
+                event="attempt",
+                channel="link",
+                outcome=f"{exc.kind}_link",
+                detail={"action": action, "message": str(exc)},
+                now=now(),
+            )
+            return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
+        result = store.cast_vote(
+            claims.request_id,
+            actor=claims.approver,
+            approve=action == "approve",
+            channel="link",
+            reason=reason or None,
+            now=now(),
+            link_nonce=claims.nonce,
+            link_digest=claims.digest,
+        )
+        if result.counted:
+            background.add_task(sync_slack, claims.request_id)
+            title = "Approved" if action == "approve" else "Rejected"
+            return HTMLResponse(outcome_page(title, result.message, "ok"))
+        status = 409 if result.outcome in ("already_decided", "link_reused", "wrong_digest", "expired") else 403
+        return HTMLResponse(outcome_page("Not recorded", result.message, "refused"), status)
+
+    # ------------------------------------------------------------------ JSON API and health
+    @app.get("/api/approvals")
+    def list_approvals(status: str | None = None, limit: int = 100) -> JSONResponse:
+        allowed = {"pending", "approved", "rejected", "superseded", "expired"}
+        if status is not None and status not in allowed:
+            return JSONResponse({"error": f"unknown status {status!r}; use one of {sorted(allowed)}"}, 400)
+        rows = store.list_requests(status=status, limit=max(1, min(limit, 500)))
+        return JSONResponse(jsonable_encoder([{k: r.get(k) for k in _PUBLIC_FIELDS} for r in rows]))
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        try:
+            with store.tx() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, 503)
+        return JSONResponse({"status": "ready"})
+
+    return app
+
+
+def _signature_problem(verifier: Any, body: bytes, headers: Any) -> str | None:
+    ts = headers.get("x-slack-request-timestamp")
+    sig = headers.get("x-slack-signature")
+    if not ts or not sig:
+        return "missing X-Slack-Request-Timestamp or X-Slack-Signature"
+    try:
+        int(ts)
+    except ValueError:
+        return "non-numeric X-Slack-Request-Timestamp"
+    if abs(verifier.clock.now() - int(ts)) > 300:
+        return "timestamp older than 5 minutes (replay?)"
+    return None if verifier.is_valid_request(body, dict(headers)) else "signature does not match"
+
+
+def _link_use(store: StateStore, nonce: str) -> dict[str, Any] | None:
+    with store.tx() as conn:
+        row = conn.execute(select(t.link_uses).where(t.link_uses.c.nonce == nonce)).first()
+        return dict(row._mapping) if row else None

@@ -1,0 +1,167 @@
+"""Announcing requests and keeping their messages true: Slack when configured, signed links in the log otherwise.
+
+Driven by the approvals sensor on every tick, from state in the store, so a restart loses nothing: escalations,
+expiries and compensations happen once, and a message that missed an update is brought up to date.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from runtime_ops.approvals import links
+from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
+from runtime_ops.approvals.slack import RequestView, SlackNotifier
+from runtime_ops.store import StateStore
+from runtime_ops.store.approvals import remove_alias_compensation
+
+log = logging.getLogger("runtime_ops.approvals")
+
+COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(CANARY_ALIAS)}
+DEFAULT_LINK_TTL = timedelta(hours=24)
+LOCAL_APPROVER = "local"
+
+
+def view_state(request: dict[str, Any], approvals: int) -> str:
+    return f"{request['status']}|{approvals}|{int(bool(request.get('escalated_at')))}"
+
+
+@dataclass
+class Announcer:
+    store: StateStore
+    link_secret: str
+    public_url: str
+    dagster_url: str
+    notifier: SlackNotifier | None = None
+    emit: Callable[[str], None] = field(default=log.warning)
+
+    # -------------------------------------------------------------- views
+    def view(self, request: dict[str, Any]) -> RequestView:
+        report = self.store.get_eval_report(request["eval_report_id"]) or {}
+        cand = report.get("candidate_metrics") or {}
+        prod = report.get("production_metrics") or {}
+        votes = self.store.votes(request["id"])
+        run_id = request.get("run_id")
+        return RequestView(
+            request_id=request["id"],
+            candidate_version=request["candidate_version"],
+            production_version=report.get("production_version"),
+            candidate_digest=request["candidate_digest"],
+            status=request["status"],
+            required_approvals=int(request.get("required_approvals") or 1),
+            approvals=[v["actor"] for v in votes if v["vote"] == "approve"],
+            decided_by=[a.strip() for a in (request.get("decided_by") or "").split(",") if a.strip()],
+            decision_reason=request.get("decision_reason"),
+            metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
+            verdict=(report.get("verdict") or {}).get("reason", ""),
+            dagster_run_url=f"{self.dagster_url}/runs/{run_id}" if run_id else None,
+            asset_url=f"{self.dagster_url}/assets/evaluation_report",
+            page_url=None,
+            expires_at=request.get("expire_at"),
+            escalated=bool(request.get("escalated_at")),
+            superseded_by=request.get("superseded_by"),
+        )
+
+    def approvers(self, request: dict[str, Any], *, escalation: bool = False) -> list[str]:
+        if escalation:
+            return list(request.get("escalation_approvers") or [])
+        return list(request.get("approvers") or []) or [LOCAL_APPROVER]
+
+    def link(self, request: dict[str, Any], approver: str, now: datetime) -> str:
+        expires = request.get("expire_at") or now + DEFAULT_LINK_TTL
+        token = links.issue(
+            self.link_secret,
+            request_id=request["id"],
+            approver=approver,
+            digest=request["candidate_digest"],
+            expires_at=expires,
+        )
+        return f"{self.public_url}/approvals/{token}"
+
+    # -------------------------------------------------------------- one tick
+    def tick(self, now: datetime) -> dict[str, list[str]]:
+        summary: dict[str, list[str]] = {
+            "escalated": [],
+            "expired": [],
+            "compensated": [],
+            "announced": [],
+            "updated": [],
+        }
+        summary["escalated"] = self.store.escalate_due(now)
+        summary["expired"] = self.store.expire_due(now)
+        summary["compensated"] = [rid for rid, _ in self.store.compensate_due(COMPENSATIONS, now)]
+        for request in self.store.requests_to_notify():
+            self.announce(request, now)
+            summary["announced"].append(request["id"])
+        for request in self.store.escalations_to_notify():
+            self.announce_escalation(request, now)
+        for request in self.store.requests_with_messages():
+            if self.sync_message(request):
+                summary["updated"].append(request["id"])
+        return summary
+
+    def announce(self, request: dict[str, Any], now: datetime) -> None:
+        approvers = self.approvers(request)
+        if self.notifier is None:
+            for approver in approvers:
+                self.emit(
+                    f"approval request {request['id']} (candidate v{request['candidate_version']}) waits for "
+                    f"{approver}: {self.link(request, approver, now)}"
+                )
+            self.store.mark_notified(request["id"], now=now, channel="log", detail={"links_for": approvers})
+            return
+        view = self.view(request)
+        channel, ts = self.notifier.post_request(view)
+        for approver in approvers:
+            if approver != LOCAL_APPROVER:
+                self.notifier.ephemeral(
+                    channel,
+                    approver,
+                    f"Your personal approval link for {request['id']}: {self.link(request, approver, now)}",
+                )
+        self.store.mark_notified(
+            request["id"],
+            now=now,
+            channel="slack",
+            slack_channel=channel,
+            slack_ts=ts,
+            slack_status=view_state(request, len(view.approvals)),
+            detail={"links_for": approvers, "ts": ts},
+        )
+
+    def announce_escalation(self, request: dict[str, Any], now: datetime) -> None:
+        approvers = self.approvers(request, escalation=True)
+        text = (
+            f"{' '.join(f'<@{a}>' for a in approvers) or 'Nobody is configured to escalate to'}: approval "
+            f"{request['id']} for candidate v{request['candidate_version']} has waited since "
+            f"{request['created_at']:%Y-%m-%d %H:%M} UTC"
+        )
+        if self.notifier is not None and request.get("slack_ts"):
+            self.notifier.post_thread(request["slack_channel"], request["slack_ts"], text)
+            for approver in approvers:
+                self.notifier.ephemeral(
+                    request["slack_channel"],
+                    approver,
+                    f"Your personal approval link for {request['id']}: {self.link(request, approver, now)}",
+                )
+            channel = "slack"
+        else:
+            for approver in approvers:
+                self.emit(f"escalation of {request['id']} to {approver}: {self.link(request, approver, now)}")
+            channel = "log"
+        self.store.mark_escalation_notified(request["id"], now=now, channel=channel, detail={"to": approvers})
+
+    def sync_message(self, request: dict[str, Any]) -> bool:
+        """Bring a request's Slack message up to date with its state; True when it was updated."""
+        if self.notifier is None or not request.get("slack_ts"):
+            return False
+        view = self.view(request)
+        state = view_state(request, len(view.approvals))
+        if state == request.get("slack_status"):
+            return False
+        self.notifier.update_request(request["slack_channel"], request["slack_ts"], view)
+        self.store.set_slack_status(request["id"], state)
+        return True

@@ -1,0 +1,134 @@
+"""Helpers for approval tests: a movable clock, the ops API on a real uvicorn server, pending requests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from runtime_ops.approvals.rules import RequestPolicy
+from runtime_ops.store import StateStore
+from runtime_ops_tests.servers import free_port
+
+
+@dataclass
+class FakeClock:
+    current: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, **delta: float) -> datetime:
+        self.current += timedelta(**delta)
+        return self.current
+
+
+class ApiServer:
+    """`create_app(settings, clock)` served by uvicorn on 127.0.0.1:free port in a background thread."""
+
+    def __init__(self, settings: Any, clock: Any = None) -> None:
+        self.settings, self.clock = settings, clock
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ApiServer:
+        import uvicorn
+
+        from runtime_ops.api.app import create_app
+
+        app = create_app(self.settings, clock=self.clock.now if self.clock else None)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("the ops API did not start within 30 s")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._server = self._thread = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def make_candidate(
+    store: StateStore, *, version_seed: str = "a", candidate: float = 0.61, production: float | None = 0.60
+) -> dict[str, Any]:
+    """A registered candidate model with an evaluation report (no training: the gate only needs the rows)."""
+    import hashlib
+
+    data = f"model-{version_seed}".encode()
+    digest = hashlib.sha256(data).hexdigest()
+    artifact = store.put_artifact("embedder", data, digest)
+    model, _ = store.register_model(
+        digest=digest, artifact_id=artifact, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None
+    )
+    cand = {"ndcg@5": candidate, "recall@5": candidate + 0.1, "mrr": candidate - 0.05}
+    prod = (
+        None if production is None else {"ndcg@5": production, "recall@5": production + 0.1, "mrr": production - 0.05}
+    )
+    return store.record_eval_report(
+        candidate_version=model["version"],
+        production_version=None,
+        candidate_metrics=cand,
+        production_metrics=prod,
+        verdict={
+            "meets_policy": True,
+            "auto_approve": False,
+            "reason": "within margin: +0.010 ndcg@5 (margin 0.020)",
+            "delta": 0.01,
+            "primary_metric": "ndcg@5",
+        },
+        markdown="| metric | candidate | production |",
+        report_digest=f"r-{version_seed}",
+        candidate_digest=hashlib.sha256(f"cand-{version_seed}".encode()).hexdigest(),
+        run_id="run-1",
+    )
+
+
+def open_pending(
+    store: StateStore,
+    policy: RequestPolicy,
+    *,
+    now: datetime | None = None,
+    seed: str = "a",
+    requested_by: str = "runtime_ops",
+) -> dict[str, Any]:
+    report = make_candidate(store, version_seed=seed)
+    request, created = store.open_request(
+        candidate_version=report["candidate_version"],
+        candidate_digest=report["candidate_digest"],
+        eval_report_id=report["id"],
+        requested_by=requested_by,
+        kind="human",
+        policy=policy,
+        compensation="remove_canary",
+        now=now,
+        run_id="run-1",
+    )
+    assert created
+    store.set_alias("canary", report["candidate_version"], actor="gate", approval_id=request["id"])
+    return request

@@ -1,0 +1,213 @@
+"""Approvals through Slack, end to end: the real slack_sdk client against a local Slack Web API server, signed
+callbacks into the ops API on a real uvicorn server, a real PostgreSQL state store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from runtime_ops.definitions import build_resources
+from runtime_ops.settings import Settings, load_settings
+from runtime_ops.store import StateStore, open_store
+from runtime_ops_tests.approvals_support import ApiServer, FakeClock, open_pending
+from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.slack_server import SlackServer
+from runtime_ops_tests.slack_signing import interaction_body, sign
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+CHANNEL = "C0APPROVALS"
+
+
+@dataclass
+class World:
+    settings: Settings
+    store: StateStore
+    slack: SlackServer
+    api: ApiServer
+    clock: FakeClock
+    request: dict[str, Any]
+    ts: str
+    clicks: int = 0
+
+    def tick(self) -> dict[str, list[str]]:
+        announcer = build_resources(self.settings)["approvals"].announcer(self.store)
+        return announcer.tick(self.clock.now())
+
+    def body(
+        self, user: str, action: str = "approve", *, request_id: str | None = None, action_ts: str | None = None
+    ) -> bytes:
+        self.clicks += 1
+        return interaction_body(
+            request_id or self.request["id"],
+            action,
+            user,
+            message_ts=self.ts,
+            action_ts=action_ts or f"1700000000.{self.clicks:06d}",
+            channel_id=CHANNEL,
+            response_url=self.slack.response_url(f"click{self.clicks}"),
+        )
+
+    def post(self, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+        if headers is None:
+            headers = sign(SECRET, body, int(self.clock.now().timestamp()))
+        headers = {"content-type": "application/x-www-form-urlencoded", **headers}
+        return httpx.post(f"{self.api.url}/slack/interactions", content=body, headers=headers, timeout=10)
+
+    def click(self, user: str, action: str = "approve", **kw: Any) -> httpx.Response:
+        return self.post(self.body(user, action, **kw))
+
+    def status(self) -> str:
+        return self.store.get_request(self.request["id"])["status"]
+
+    def audit(self, event: str = "attempt") -> list[dict[str, Any]]:
+        return [r for r in self.store.audit_records() if r["event"] == event]
+
+
+def _blocks_text(blocks: list[dict[str, Any]]) -> str:
+    return json.dumps(blocks)
+
+
+@pytest.fixture
+def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-untyped-def]
+    opts = getattr(request, "param", {})
+    with SlackServer() as slack:
+        port = free_port()
+        env(
+            database_url=postgres_url,
+            SLACK_BOT_TOKEN="xoxb-test-token",
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_APPROVAL_CHANNEL=CHANNEL,
+            SLACK_API_URL=slack.base_url,
+            RUNTIME_OPS_APPROVERS="U2,U3,U4",
+            RUNTIME_OPS_ESCALATION_APPROVERS="U9",
+            RUNTIME_OPS_REQUIRED_APPROVALS=str(opts.get("required", 1)),
+            RUNTIME_OPS_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        )
+        settings = load_settings()
+        store = open_store(settings.resolved_database_url)
+        clock = FakeClock()
+        policy = build_resources(settings)["approvals"].request_policy()
+        pending = open_pending(store, policy, now=clock.now(), requested_by=opts.get("requested_by", "runtime_ops"))
+        api = ApiServer(settings, clock)
+        api.port, api.url = port, f"http://127.0.0.1:{port}"
+        with api:
+            w = World(settings, store, slack, api, clock, pending, ts="")
+            summary = w.tick()
+            assert summary["announced"] == [pending["id"]]
+            [post] = slack.calls_to("chat.postMessage")
+            w.ts = post.response["ts"]
+            yield w
+
+
+def test_request_is_posted_with_buttons_and_personal_links(world: World) -> None:
+    message = world.slack.messages[world.ts]
+    text = _blocks_text(message["blocks"])
+    assert '"action_id": "approve"' in text and '"action_id": "reject"' in text
+    assert "ndcg@5" in text and world.request["candidate_digest"][:12] in text
+    links = {e["user"]: e["text"] for e in world.slack.ephemerals}
+    assert set(links) == {"U2", "U3", "U4"}
+    assert all(f"{world.api.url}/approvals/" in t for t in links.values())
+    assert world.tick()["announced"] == []  # announced once
+    notified = world.audit("notified")
+    assert len(notified) == 1 and "xoxb" not in json.dumps(notified[0]["detail"])
+
+
+def test_approve_updates_the_message_and_removes_the_buttons(world: World) -> None:
+    assert world.click("U2").status_code == 200
+    assert world.status() == "approved"
+    [update] = world.slack.wait_for_calls("chat.update", 1)
+    text = _blocks_text(world.slack.messages[world.ts]["blocks"])
+    assert '"action_id"' not in text and "U2" in text and "Approved" in text
+    assert [r["outcome"] for r in world.audit()] == ["accepted"]
+    assert [r["outcome"] for r in world.audit("decided")] == ["approved"]
+
+
+def test_reject_by_one_approver_rejects(world: World) -> None:
+    assert world.click("U3", "reject").status_code == 200
+    assert world.status() == "rejected"
+    world.slack.wait_for_calls("chat.update", 1)
+    assert "Rejected" in _blocks_text(world.slack.messages[world.ts]["blocks"])
+
+
+def test_unauthorised_click_gets_an_ephemeral_explanation_and_changes_nothing(world: World) -> None:
+    before = len(world.slack.ephemerals)
+    assert world.click("U7").status_code == 200
+    world.slack.wait_for(lambda s: len(s.ephemerals) > before)
+    assert world.slack.ephemerals[-1]["user"] == "U7"
+    assert "not an approver" in world.slack.ephemerals[-1]["text"]
+    assert world.status() == "pending" and world.store.votes(world.request["id"]) == []
+    assert [r["outcome"] for r in world.audit()] == ["unauthorised"]
+
+
+@pytest.mark.parametrize("world", [{"requested_by": "U2"}], indirect=True)
+def test_requester_may_not_approve_their_own_candidate(world: World) -> None:
+    assert world.click("U2").status_code == 200
+    assert world.status() == "pending"
+    assert [r["outcome"] for r in world.audit()] == ["self_approval"]
+    world.slack.wait_for(lambda s: any("four eyes" in e["text"] for e in s.ephemerals))
+    assert world.click("U3").status_code == 200 and world.status() == "approved"
+
+
+@pytest.mark.parametrize("world", [{"required": 2}], indirect=True)
+def test_two_of_three(world: World) -> None:
+    world.click("U2")
+    assert world.status() == "pending"
+    world.slack.wait_for_calls("chat.update", 1)
+    assert "1 of 2" in _blocks_text(world.slack.messages[world.ts]["blocks"])
+    world.click("U2")  # the same person twice is one approval
+    assert world.status() == "pending"
+    world.click("U4")
+    assert world.status() == "approved"
+    assert sorted(v["actor"] for v in world.store.votes(world.request["id"])) == ["U2", "U4"]
+    assert [r["outcome"] for r in world.audit()] == ["recorded", "duplicate_vote", "accepted"]
+    world.slack.wait_for(lambda s: '"action_id"' not in _blocks_text(s.messages[world.ts]["blocks"]))
+
+
+def test_repeated_delivery_is_the_same_attempt(world: World) -> None:
+    body = world.body("U2")
+    first = world.post(body)
+    second = world.post(body)  # Slack retried the same click
+    assert first.status_code == second.status_code == 200
+    assert world.status() == "approved"
+    assert [r["outcome"] for r in world.audit()] == ["accepted"]
+    assert len(world.store.votes(world.request["id"])) == 1
+
+
+def test_forged_missing_stale_and_garbled_requests_are_refused(world: World) -> None:
+    body = world.body("U2")
+    now = int(world.clock.now().timestamp())
+    forged = sign("not-the-secret", body, now)
+    cases = {
+        "forged": forged,
+        "missing": {},
+        "stale": sign(SECRET, body, now - 6 * 60),
+        "non-numeric": {**sign(SECRET, body, now), "X-Slack-Request-Timestamp": "yesterday"},
+        "tampered body": sign(SECRET, body + b"x", now),
+    }
+    for name, headers in cases.items():
+        reply = world.post(body, headers)
+        assert reply.status_code == 401, name
+    malformed = b"payload=%7Bnot-json"
+    reply = world.post(malformed, sign(SECRET, malformed, now))
+    assert reply.status_code == 400 and "not JSON" in reply.json()["error"]
+    assert world.status() == "pending" and world.store.votes(world.request["id"]) == []
+    outcomes = [r["outcome"] for r in world.audit()]
+    assert outcomes == ["forged"] * 5 + ["malformed"]
+    reasons = [r["detail"]["reason"] for r in world.audit()][:5]
+    assert any("non-numeric" in r for r in reasons) and any("older than 5 minutes" in r for r in reasons)
+    assert not world.slack.calls_to("chat.update")
+
+
+def test_json_api_lists_requests(world: World) -> None:
+    world.click("U2")
+    rows = httpx.get(f"{world.api.url}/api/approvals", params={"status": "approved"}).json()
+    assert [r["id"] for r in rows] == [world.request["id"]]
+    assert rows[0]["decided_by"] == "U2" and rows[0]["approvers"] == ["U2", "U3", "U4"]
+    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "pending"}).json() == []
+    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "bogus"}).status_code == 400
+    assert httpx.get(f"{world.api.url}/readyz").json() == {"status": "ready"}
