@@ -150,7 +150,10 @@ def cmd_demo_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, and exec `dagster dev`."""
+    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dagster dev`."""
+    import signal
+    import subprocess
+
     settings = get_settings()
     root = Path(__file__).resolve().parent.parent
     home = settings.resolved_home / "dagster"
@@ -168,22 +171,56 @@ def cmd_dev(args: argparse.Namespace) -> int:
             copied = copy_corpus(landing, subset=0.7)
             print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
     env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "dagster",
-        "dev",
-        "-w",
-        str(root / "workspace.yaml"),
-        "-h",
-        args.host,
-        "-p",
-        str(args.port),
+    api_host, api_port = args.api_host, args.api_port
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
+            env=env,
+            cwd=root,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dagster",
+                "dev",
+                "-w",
+                str(root / "workspace.yaml"),
+                "-h",
+                args.host,
+                "-p",
+                str(args.port),
+            ],
+            env=env,
+            cwd=root,
+        ),
     ]
-    print(f"Dagster UI: http://{args.host}:{args.port}  (DAGSTER_HOME={home})", flush=True)
-    os.chdir(root)
-    os.execvpe(cmd[0], cmd, env)
-    return 0  # pragma: no cover
+    print(
+        f"Dagster UI: http://{args.host}:{args.port}   ops API: http://{api_host}:{api_port}   (DAGSTER_HOME={home})",
+        flush=True,
+    )
+
+    def stop(*_: object) -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        while all(p.poll() is None for p in procs):
+            try:
+                procs[1].wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        stop()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return max(p.returncode or 0 for p in procs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,6 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
     p.add_argument("--no-seed", action="store_true", help="do not copy the demo corpus into an empty landing")
+    p.add_argument("--api-host", default="127.0.0.1")
+    p.add_argument("--api-port", type=int, default=8000)
     p.set_defaults(func=cmd_dev)
     return parser
 

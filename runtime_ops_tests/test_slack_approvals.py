@@ -83,10 +83,12 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
             SLACK_SIGNING_SECRET=SECRET,
             SLACK_APPROVAL_CHANNEL=CHANNEL,
             SLACK_API_URL=slack.base_url,
-            RUNTIME_OPS_APPROVERS="U2,U3,U4",
+            RUNTIME_OPS_APPROVERS=opts.get("approvers", "U2,U3,U4"),
             RUNTIME_OPS_ESCALATION_APPROVERS="U9",
             RUNTIME_OPS_REQUIRED_APPROVALS=str(opts.get("required", 1)),
             RUNTIME_OPS_PUBLIC_URL=f"http://127.0.0.1:{port}",
+            RUNTIME_OPS_ESCALATE_AFTER=opts.get("escalate_after", "1h"),
+            RUNTIME_OPS_EXPIRE_AFTER=opts.get("expire_after", "2h"),
         )
         settings = load_settings()
         store = open_store(settings.resolved_database_url)

@@ -1,6 +1,7 @@
 """The approvals sensor: a recorded human decision becomes a check result and a promotion run."""
 
 import json
+import logging
 
 import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
@@ -14,6 +15,7 @@ from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 
 APPROVAL_TAG = "runtime_ops/approval_id"
+console = logging.getLogger("runtime_ops.approvals")
 _REPORT_KEY = dg.AssetKey("evaluation_report")
 
 
@@ -41,7 +43,13 @@ def approvals_sensor(
 ) -> dg.SensorResult | dg.SkipReason:
     store = state.store()
     announcer = approvals.announcer(store)
-    announcer.emit = context.log.warning  # links and escalations show in the tick log (and the console)
+
+    def emit(message: str) -> None:
+        # In the tick log (UI) and on the console of `dagster dev`, where a newcomer without Slack finds links.
+        context.log.warning(message)
+        console.warning(message)
+
+    announcer.emit = emit
     changes = announcer.tick(clock.now())
     for kind, ids in changes.items():
         if ids:

@@ -1,0 +1,131 @@
+"""Exactly-once under 50 concurrent clicks; escalation and fail-closed expiry with an injected clock, across
+restarts of the ops API and the approvals sensor; the audit chain proves tampering."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import text
+
+from runtime_ops import clock
+from runtime_ops.cli import main as cli
+from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.test_slack_approvals import World, world  # noqa: F401 - the fixture
+
+FIFTY = ",".join(f"U{i:02d}" for i in range(1, 51))
+
+
+@pytest.fixture
+def flow(world: World, dagster_instance, monkeypatch):  # type: ignore[no-untyped-def]  # noqa: F811
+    monkeypatch.setattr(clock, "now", world.clock.now)
+    return lambda: Flow(dagster_instance)
+
+
+@pytest.mark.parametrize("world", [{"approvers": FIFTY}], indirect=True)
+@pytest.mark.parametrize("mix", ["approve", "approve-and-reject"])
+def test_fifty_concurrent_clicks_one_outcome(world: World, flow, mix: str) -> None:  # noqa: F811
+    users = [f"U{i:02d}" for i in range(1, 51)]
+    bodies = [world.body(u, "reject" if mix != "approve" and i % 2 else "approve") for i, u in enumerate(users)]
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        replies = list(pool.map(world.post, bodies))
+    assert [r.status_code for r in replies] == [200] * 50
+    request = world.store.get_request(world.request["id"])
+    attempts = world.audit()
+    assert len(attempts) == 50
+    assert [r["outcome"] for r in attempts].count("accepted") == 1
+    assert {r["outcome"] for r in attempts} == {"accepted", "already_decided"}
+    [decided] = world.audit("decided")
+    assert decided["outcome"] == request["status"] and len(world.store.votes(request["id"])) == 1
+    winner = next(r for r in attempts if r["outcome"] == "accepted")
+    assert request["decided_by"] == winner["actor"]
+    assert world.store.verify_audit().ok
+
+    f = flow()
+    launched = f.tick("approvals_sensor") + f.tick("approvals_sensor")
+    if request["status"] == "approved":
+        assert [r.run_key for r in launched] == [request["id"]]
+    else:
+        assert launched == []
+    if mix == "approve":
+        assert request["status"] == "approved"
+
+
+def test_escalation_and_expiry_survive_restarts(world: World, flow) -> None:  # noqa: F811
+    rid = world.request["id"]
+    f = flow()
+    assert f.tick("approvals_sensor") == []
+    world.clock.advance(minutes=61)
+    world.click("U9")  # past the escalation deadline, but not yet escalated: U9 is not an approver yet
+    assert world.status() == "pending"
+
+    f.tick("approvals_sensor")
+    [mention] = world.slack.thread_replies(world.ts)
+    assert "<@U9>" in mention["text"]
+    assert any(e["user"] == "U9" and "/approvals/" in e["text"] for e in world.slack.ephemerals)
+    world.api.restart()
+    f = flow()  # a new daemon process: fresh definitions and cursor
+    f.tick("approvals_sensor")
+    assert len(world.slack.thread_replies(world.ts)) == 1  # escalated once
+    assert [r["event"] for r in world.store.audit_records(rid)].count("escalated") == 1
+    assert [r["outcome"] for r in world.audit()] == ["unauthorised"]
+    assert world.click("U9").status_code == 200  # once escalated, the escalation approver may decide
+    assert world.status() == "approved" and world.store.get_request(rid)["decided_by"] == "U9"
+
+
+@pytest.mark.parametrize("world", [{"approvers": "U2,U3", "escalate_after": "1h", "expire_after": "2h"}], indirect=True)
+def test_expiry_fails_closed_and_compensates_once(world: World, flow) -> None:  # noqa: F811
+    rid = world.request["id"]
+    store = world.store
+    assert store.alias("canary") == world.request["candidate_version"]
+    f = flow()
+    f.tick("approvals_sensor")
+    world.clock.advance(hours=2, minutes=1)
+    world.api.restart()
+    f = flow()
+    f.tick("approvals_sensor")
+    request = store.get_request(rid)
+    assert request["status"] == "expired" and "fail closed" in request["decision_reason"]
+    assert store.alias("canary") is None  # the compensation removed the canary alias
+    world.slack.wait_for(lambda s: "Expired" in json.dumps(s.messages[world.ts]["blocks"]))
+    assert '"action_id"' not in json.dumps(world.slack.messages[world.ts]["blocks"])
+    for _ in range(2):
+        world.api.restart()
+        flow().tick("approvals_sensor")
+    events = [r["event"] for r in store.audit_records(rid)]
+    assert events.count("expired") == 1 and events.count("compensated") == 1
+    reply = world.click("U2")
+    assert reply.status_code == 200 and store.get_request(rid)["status"] == "expired"
+    assert world.audit()[-1]["outcome"] == "already_decided"
+    assert flow().tick("approvals_sensor") == []  # nothing to promote
+
+
+@pytest.mark.parametrize("world", [{"approvers": "U2,U3"}], indirect=True)
+def test_a_click_after_the_deadline_expires_the_request(world: World, flow) -> None:  # noqa: F811
+    world.clock.advance(hours=3)
+    world.click("U2")
+    request = world.store.get_request(world.request["id"])
+    assert request["status"] == "expired" and world.store.votes(request["id"]) == []
+    assert world.audit()[-1]["outcome"] == "expired"
+    flow().tick("approvals_sensor")  # the sensor runs the compensation for it, once
+    flow().tick("approvals_sensor")
+    assert [r["event"] for r in world.store.audit_records(request["id"])].count("compensated") == 1
+    assert world.store.alias("canary") is None
+
+
+def test_tampering_with_one_audit_record_is_named(world: World, capsys) -> None:  # noqa: F811
+    world.click("U7")
+    world.click("U2")
+    assert cli(["audit", "verify"]) == 0
+    assert "intact" in capsys.readouterr().out
+    records = world.store.audit_records()
+    victim = records[len(records) // 2]["id"]
+    with world.store.tx() as conn:
+        conn.execute(text("UPDATE audit_log SET actor = 'mallory' WHERE id = :id"), {"id": victim})
+    assert cli(["audit", "verify"]) == 1
+    err = capsys.readouterr().err
+    assert f"record {victim}" in err and "modified" in err
+    assert cli(["audit", "show", world.request["id"]]) == 0
+    shown = capsys.readouterr().out
+    assert "request_opened" in shown and "accepted" in shown and "unauthorised" in shown
