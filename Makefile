@@ -41,6 +41,8 @@ system-packages:
 		missing="$$missing postgresql"; fi; \
 	if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then \
 		missing="$$missing redis-server"; fi; \
+	if [ ! -x /usr/bin/chromium ]; then \
+		missing="$$missing chromium"; fi; \
 	if [ -n "$$missing" ]; then \
 		echo ">> installing system packages:$$missing"; \
 		if ! command -v apt-get >/dev/null 2>&1; then \

@@ -20,6 +20,10 @@ button{font-size:1rem;padding:.6rem 1.4rem;border-radius:6px;border:1px solid tr
 .outcome{font-size:1.2rem;padding:1rem 1.25rem;border-radius:8px}
 .ok{background:#dafbe1;border:1px solid #1a7f37} .refused{background:#ffebe9;border:1px solid #cf222e}
 .info{background:#ddf4ff;border:1px solid #0969da}
+button,textarea{font:inherit} textarea{box-sizing:border-box;margin-top:.35rem;padding:.4rem .5rem;
+border:1px solid #d0d7de;border-radius:6px} td{font-variant-numeric:tabular-nums}
+.verdict{border-left:4px solid #0969da} .label{display:block;color:#57606a;font-size:.8rem;text-transform:uppercase;
+letter-spacing:.04em;margin-bottom:.2rem}
 """
 
 
@@ -56,7 +60,10 @@ def metrics_table(candidate: dict[str, float], production: dict[str, float] | No
 def evidence_page(request: dict[str, Any], report: dict[str, Any], approver: str, votes: list[dict[str, Any]]) -> str:
     cand_label = f"candidate v{request['candidate_version']}"
     prod_v = report.get("production_version")
-    prod_label = f"production v{prod_v}" if prod_v else "production (none)"
+    if prod_v:
+        prod_label = f"production v{prod_v}"
+    else:
+        prod_label = "production" if report.get("production_metrics") else "production (none)"
     approvals = [v["actor"] for v in votes if v["vote"] == "approve"]
     progress = ""
     if int(request.get("required_approvals") or 1) > 1:
@@ -69,7 +76,8 @@ def evidence_page(request: dict[str, Any], report: dict[str, Any], approver: str
 <h1>Promote model v{request["candidate_version"]} to production?</h1>
 <p class=sub>Approval request <code>{escape(request["id"])}</code> · you are <b>{escape(approver)}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
-<div class="card verdict" id=verdict>{escape((report.get("verdict") or {}).get("reason", ""))}</div>
+<div class="card verdict"><span class=label>Evaluation verdict</span>
+<div id=verdict>{escape((report.get("verdict") or {}).get("reason", ""))}</div></div>
 {metrics_table(report.get("candidate_metrics") or {}, report.get("production_metrics"), (cand_label, prod_label))}
 <p class=sub>Candidate digest <code>{escape(request["candidate_digest"][:16])}…</code> (model bytes + evaluation
 report). This decision applies to exactly this candidate.</p>
