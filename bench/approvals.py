@@ -153,8 +153,13 @@ def _outcomes(database_url: str) -> dict[str, Any]:
             select(t.interaction_deliveries.c.outcome, func.count()).group_by(t.interaction_deliveries.c.outcome)
         ).all()
         votes = conn.execute(select(func.count()).select_from(t.approval_votes)).scalar_one()
-    ok, (head_id, _) = store.verify_audit().ok, store.audit_head()
-    return {"delivery_outcomes": {o: n for o, n in rows}, "votes": votes, "audit_records": head_id, "audit_ok": ok}
+    report = store.verify_audit()
+    return {
+        "delivery_outcomes": {o: n for o, n in rows},
+        "votes": votes,
+        "audit_records": report.records,
+        "audit_ok": report.ok,
+    }
 
 
 def _measure(server: UvicornServer, path: str, bodies: list[bytes]) -> LoadStats:

@@ -108,10 +108,11 @@ class World:
         return [r for r in self.store.audit_records() if r["event"] == "attempt"]
 
     def snapshot(self) -> tuple[Any, ...]:
-        """Everything a decision could change."""
+        """Everything a decision could change (the request's audit-chain head moves with every attempt)."""
         rid = self.request["id"]
         decided = [r for r in self.store.audit_records() if r["event"] == "decided"]
-        return self.get(), self.store.votes(rid), self.link_uses(), decided
+        request = {k: v for k, v in self.get().items() if k not in ("audit_seq", "audit_hash")}
+        return request, self.store.votes(rid), self.link_uses(), decided
 
 
 @pytest.fixture

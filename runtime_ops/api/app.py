@@ -7,10 +7,12 @@ click is acknowledged well within Slack's 3 seconds; Slack message updates run a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
+import anyio
 from fastapi import BackgroundTasks, FastAPI, Form, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -27,6 +29,7 @@ from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 
 _REFUSAL_STATUS = {"tampered": 403, "expired": 410}
+_THREADS = 10
 _PUBLIC_FIELDS = (
     "id",
     "status",
@@ -75,7 +78,13 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
 
         verifier = SignatureVerifier(settings.slack_signing_secret.get_secret_value(), clock=_SlackClock(now))
 
-    app = FastAPI(title="runtime_ops ops API", version="1")
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Fewer threads than database connections: extra threads only queue on the pool and stretch the tail.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = _THREADS
+        yield
+
+    app = FastAPI(title="runtime_ops ops API", version="1", lifespan=lifespan)
     app.state.store = store
 
     def sync_slack(request_id: str) -> None:

@@ -1,6 +1,7 @@
-"""The audit chain: each record's hash covers its content and the previous record's hash.
+"""Audit chains: each record's hash covers its content and the previous record's hash in its chain.
 
-Editing, deleting or reordering any record breaks every hash after it; `verify` names the first broken one.
+Every approval request is one chain (records of no known request form the `global` chain). Editing,
+deleting or reordering a record breaks its chain; `verify` names the first broken record.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 GENESIS = "0" * 64
-FIELDS = ("id", "at", "request_id", "event", "actor", "channel", "outcome", "detail")
+GLOBAL_CHAIN = "global"
+FIELDS = ("chain", "seq", "at", "request_id", "event", "actor", "channel", "outcome", "detail")
 
 
 def canonical(record: Mapping[str, Any]) -> str:
@@ -37,26 +39,34 @@ class ChainReport:
     problem: str | None = None
 
 
-def verify(records: Iterable[Mapping[str, Any]], head: tuple[int, str] | None = None) -> ChainReport:
-    """Check the chain in id order; `head` is the (last id, last hash) kept beside it, to catch truncation."""
-    prev_hash = GENESIS
-    prev_id = 0
+def verify(records: Iterable[Mapping[str, Any]], heads: Mapping[str, tuple[int, str]] | None = None) -> ChainReport:
+    """Check every chain in `records` (read in id order); `heads` maps chain -> (last seq, last hash) kept
+    beside the log, to catch records removed from the end of a chain."""
+    last: dict[str, tuple[int, str, int]] = {}  # chain -> (seq, hash, record id)
     count = 0
     for rec in records:
         count += 1
-        rid = int(rec["id"])
-        if rid != prev_id + 1:
-            return ChainReport(False, count, rid, f"record {rid} follows record {prev_id}: records were deleted")
+        rid, chain = int(rec["id"]), str(rec["chain"])
+        seq, prev_hash, _ = last.get(chain, (0, GENESIS, 0))
+        if int(rec["seq"]) != seq + 1:
+            return ChainReport(
+                False,
+                count,
+                rid,
+                f"record {rid} is #{rec['seq']} of chain {chain} but #{seq + 1} was expected: records were deleted",
+            )
         if rec["prev_hash"] != prev_hash:
-            return ChainReport(False, count, rid, f"record {rid} does not link to record {prev_id}")
+            return ChainReport(False, count, rid, f"record {rid} does not link to the previous record of chain {chain}")
         if record_hash(prev_hash, rec) != rec["hash"]:
             return ChainReport(False, count, rid, f"record {rid} was modified: its content does not match its hash")
-        prev_hash, prev_id = rec["hash"], rid
-    if head is not None and head != (prev_id, prev_hash) and not (head[0] == 0 and prev_id == 0):
-        return ChainReport(
-            False,
-            count,
-            prev_id + 1,
-            f"the chain ends at record {prev_id} but the head says {head[0]}: records were removed",
-        )
+        last[chain] = (seq + 1, rec["hash"], rid)
+    for chain, (head_seq, head_hash) in (heads or {}).items():
+        seq, last_hash, rid = last.get(chain, (0, GENESIS, 0))
+        if (seq, last_hash) != (head_seq, head_hash):
+            return ChainReport(
+                False,
+                count,
+                rid or None,
+                f"chain {chain} ends at #{seq} but its head says #{head_seq}: records were removed",
+            )
     return ChainReport(True, count)

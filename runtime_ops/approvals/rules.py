@@ -6,7 +6,7 @@ the rules of a request already waiting.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,9 +59,7 @@ def allowed_approvers(request: Mapping[str, Any]) -> set[str]:
     return allowed
 
 
-def authorise(
-    request: Mapping[str, Any], actor: str, votes: Sequence[Mapping[str, Any]], now: datetime
-) -> Refusal | None:
+def authorise(request: Mapping[str, Any], actor: str, already_voted: bool, now: datetime) -> Refusal | None:
     """Why `actor` may not vote on `request` now, or None when the vote counts."""
     expire_at = request.get("expire_at")
     if expire_at is not None and now >= expire_at:
@@ -73,14 +71,13 @@ def authorise(
         return Refusal("unauthorised", f"{actor} is not an approver of {request['id']}{hint}")
     if actor == request.get("requested_by"):
         return Refusal("self_approval", f"{actor} requested {request['id']} and may not decide it (four eyes)")
-    if any(v["actor"] == actor for v in votes):
+    if already_voted:
         return Refusal("duplicate_vote", f"{actor} already voted on {request['id']}")
     return None
 
 
-def tally(votes: Sequence[Mapping[str, Any]], required: int) -> str:
+def tally(approvals: int, rejects: int, required: int) -> str:
     """`rejected` on any reject, `approved` with `required` distinct approvals, else `pending`."""
-    if any(v["vote"] == "reject" for v in votes):
+    if rejects:
         return "rejected"
-    approvers = {v["actor"] for v in votes if v["vote"] == "approve"}
-    return "approved" if len(approvers) >= required else "pending"
+    return "approved" if approvals >= required else "pending"

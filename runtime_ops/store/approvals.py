@@ -14,15 +14,86 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection
 
-from runtime_ops.approvals import audit as chain
+from runtime_ops.approvals import audit as chain_mod
 from runtime_ops.approvals.rules import RequestPolicy, authorise, tally
 from runtime_ops.store import schema as t
 from runtime_ops.store.sql import insert_ignore, utcnow
 
 OPEN = "pending"
+
+
+# Statements of the decision path, built once so SQLAlchemy compiles each a single time.
+def _vote_count(condition: Any) -> Any:
+    v = t.approval_votes
+    return (
+        select(func.count())
+        .where(and_(v.c.request_id == t.approval_requests.c.id, condition))
+        .correlate(t.approval_requests)
+        .scalar_subquery()
+    )
+
+
+# The request row, locked, with its vote counts: one round trip for everything a decision needs to know.
+_REQUEST_FOR_UPDATE = (
+    select(
+        t.approval_requests,
+        _vote_count(t.approval_votes.c.vote == "approve").label("n_approvals"),
+        _vote_count(t.approval_votes.c.vote == "reject").label("n_rejects"),
+        _vote_count(t.approval_votes.c.actor == bindparam("actor")).label("n_mine"),
+    )
+    .where(t.approval_requests.c.id == bindparam("rid"))
+    .with_for_update(of=t.approval_requests)
+)
+_REQUEST_HEAD = (
+    select(t.approval_requests.c.audit_seq, t.approval_requests.c.audit_hash)
+    .where(t.approval_requests.c.id == bindparam("rid"))
+    .with_for_update()
+)
+_SET_REQUEST_HEAD = (
+    update(t.approval_requests)
+    .where(t.approval_requests.c.id == bindparam("rid"))
+    .values(audit_seq=bindparam("b_seq"), audit_hash=bindparam("b_hash"))
+)
+_DECIDE = (
+    update(t.approval_requests)
+    .where(t.approval_requests.c.id == bindparam("rid"))
+    .values(
+        audit_seq=bindparam("b_audit_seq"),
+        audit_hash=bindparam("b_audit_hash"),
+        status=bindparam("b_status"),
+        decided_at=bindparam("b_decided_at"),
+        decided_by=bindparam("b_decided_by"),
+        decision_reason=bindparam("b_decision_reason"),
+    )
+)
+_GLOBAL_HEAD = select(t.audit_head).where(t.audit_head.c.id == 1).with_for_update()
+_SET_GLOBAL_HEAD = (
+    update(t.audit_head).where(t.audit_head.c.id == 1).values(last_id=bindparam("b_seq"), last_hash=bindparam("b_hash"))
+)
+_INSERT_AUDIT = insert(t.audit_log)
+_VOTES = (
+    select(t.approval_votes.c.actor, t.approval_votes.c.vote)
+    .where(t.approval_votes.c.request_id == bindparam("rid"))
+    .order_by(t.approval_votes.c.id)
+)
+_INSERT_VOTE = insert(t.approval_votes)
+_DELIVERY = select(t.interaction_deliveries.c.message).where(t.interaction_deliveries.c.dedupe_key == bindparam("k"))
+# ON CONFLICT DO NOTHING is spelled the same by PostgreSQL and SQLite; as text() it compiles once.
+_INSERT_DELIVERY = text(
+    "INSERT INTO interaction_deliveries (dedupe_key, request_id, outcome, message, created_at) "
+    "VALUES (:dedupe_key, :request_id, :outcome, :message, :created_at) ON CONFLICT DO NOTHING"
+).bindparams(bindparam("created_at", type_=t.UTCDateTime()))
+_INSERT_LINK_USE = text(
+    "INSERT INTO link_uses (nonce, request_id, approver, action, used_at) "
+    "VALUES (:nonce, :request_id, :approver, :action, :used_at) ON CONFLICT DO NOTHING"
+).bindparams(bindparam("used_at", type_=t.UTCDateTime()))
+
+
+class _Redelivery(Exception):
+    """Slack delivered a click that was already recorded."""
 
 
 @dataclass(frozen=True)
@@ -47,36 +118,36 @@ class ApprovalsMixin:
         raise NotImplementedError
         yield  # pragma: no cover
 
-    # ------------------------------------------------------------------ audit chain
-    def _audit(
-        self,
-        conn: Connection,
-        *,
-        event: str,
-        request_id: str | None = None,
-        actor: str | None = None,
-        channel: str | None = None,
-        outcome: str | None = None,
-        detail: dict[str, Any] | None = None,
-        now: datetime | None = None,
-    ) -> dict[str, Any]:
-        head = conn.execute(select(t.audit_head).where(t.audit_head.c.id == 1).with_for_update()).one()
+    # ------------------------------------------------------------------ audit chains
+    def _append(self, conn: Connection, chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
+        """Append one record after `head` of `chain`; the caller stores the new head (record seq, hash)."""
         record = {
-            "id": head.last_id + 1,
-            "at": now or utcnow(),
-            "request_id": request_id,
-            "event": event,
-            "actor": actor,
-            "channel": channel,
-            "outcome": outcome,
-            "detail": detail or {},
+            "chain": chain,
+            "seq": head[0] + 1,
+            "at": fields.pop("now", None) or utcnow(),
+            "request_id": fields.get("request_id"),
+            "event": fields["event"],
+            "actor": fields.get("actor"),
+            "channel": fields.get("channel"),
+            "outcome": fields.get("outcome"),
+            "detail": fields.get("detail") or {},
+            "prev_hash": head[1],
         }
-        record["prev_hash"] = head.last_hash
-        record["hash"] = chain.record_hash(head.last_hash, record)
-        conn.execute(insert(t.audit_log).values(**record))
-        conn.execute(
-            update(t.audit_head).where(t.audit_head.c.id == 1).values(last_id=record["id"], last_hash=record["hash"])
-        )
+        record["hash"] = chain_mod.record_hash(head[1], record)
+        conn.execute(_INSERT_AUDIT, record)
+        return record
+
+    def _audit(self, conn: Connection, **fields: Any) -> dict[str, Any]:
+        """Append to the chain of `request_id` (locking its row) or, for no known request, the global chain."""
+        request_id = fields.get("request_id")
+        row = conn.execute(_REQUEST_HEAD, {"rid": request_id}).first() if request_id else None
+        if row is not None:
+            record = self._append(conn, request_id, (row.audit_seq, row.audit_hash), **fields)
+            conn.execute(_SET_REQUEST_HEAD, {"rid": request_id, "b_seq": record["seq"], "b_hash": record["hash"]})
+            return record
+        head = conn.execute(_GLOBAL_HEAD).one()
+        record = self._append(conn, chain_mod.GLOBAL_CHAIN, (head.last_id, head.last_hash), **fields)
+        conn.execute(_SET_GLOBAL_HEAD, {"b_seq": record["seq"], "b_hash": record["hash"]})
         return record
 
     def audit(self, **fields: Any) -> dict[str, Any]:
@@ -103,14 +174,21 @@ class ApprovalsMixin:
                 yield dict(r._mapping)
             last = rows[-1].id
 
-    def audit_head(self) -> tuple[int, str]:
+    def audit_heads(self) -> dict[str, tuple[int, str]]:
         with self.tx() as conn:
-            head = conn.execute(select(t.audit_head).where(t.audit_head.c.id == 1)).one()
-            return int(head.last_id), str(head.last_hash)
+            heads = {
+                r.id: (int(r.audit_seq), str(r.audit_hash))
+                for r in conn.execute(
+                    select(t.approval_requests.c.id, t.approval_requests.c.audit_seq, t.approval_requests.c.audit_hash)
+                )
+            }
+            g = conn.execute(select(t.audit_head).where(t.audit_head.c.id == 1)).one()
+            heads[chain_mod.GLOBAL_CHAIN] = (int(g.last_id), str(g.last_hash))
+            return heads
 
-    def verify_audit(self) -> chain.ChainReport:
-        head = self.audit_head()
-        return chain.verify(self.iter_audit(), head=head)
+    def verify_audit(self) -> chain_mod.ChainReport:
+        heads = self.audit_heads()
+        return chain_mod.verify(self.iter_audit(), heads=heads)
 
     # ------------------------------------------------------------------ requests
     def open_request(
@@ -245,49 +323,61 @@ class ApprovalsMixin:
         link_nonce: str | None = None,
         link_digest: str | None = None,
     ) -> VoteResult:
+        """One attempt to decide: lock the request row, count the vote, compare-and-set the outcome and append
+        the attempt to the request's audit chain, all in one transaction. This is the hot path of a Slack
+        click, so its statements are built once (module level) and the request is read once."""
         now = now or utcnow()
         action = "approve" if approve else "reject"
-        with self.tx() as conn:
-            if dedupe_key:
-                seen = conn.execute(
-                    select(t.interaction_deliveries).where(t.interaction_deliveries.c.dedupe_key == dedupe_key)
-                ).first()
-                if seen:
-                    req = conn.execute(
-                        select(t.approval_requests).where(t.approval_requests.c.id == request_id)
-                    ).first()
-                    return VoteResult("duplicate_delivery", seen.message, dict(req._mapping) if req else None)
-            row = conn.execute(
-                select(t.approval_requests).where(t.approval_requests.c.id == request_id).with_for_update()
-            ).first()
-            result = self._vote_locked(
-                conn,
-                row,
-                request_id=request_id,
-                actor=actor,
-                action=action,
-                channel=channel,
-                reason=reason,
-                now=now,
-                link_nonce=link_nonce,
-                link_digest=link_digest,
-            )
-            if dedupe_key:
-                conn.execute(
-                    insert_ignore(t.interaction_deliveries, conn).values(
-                        dedupe_key=dedupe_key,
-                        request_id=request_id,
-                        outcome=result.outcome,
-                        message=result.message,
-                        created_at=now,
-                    )
+        try:
+            with self.tx() as conn:
+                row = conn.execute(_REQUEST_FOR_UPDATE, {"rid": request_id, "actor": actor}).first()
+                request, counts = None, (0, 0, 0)
+                if row is not None:
+                    request = dict(row._mapping)
+                    counts = (request.pop("n_approvals"), request.pop("n_rejects"), request.pop("n_mine"))
+                result = self._vote_locked(
+                    conn,
+                    request,
+                    counts,
+                    request_id=request_id,
+                    actor=actor,
+                    action=action,
+                    channel=channel,
+                    reason=reason,
+                    now=now,
+                    link_nonce=link_nonce,
+                    link_digest=link_digest,
                 )
-            return result
+                if dedupe_key:
+                    # Optimistic: a redelivery is rare, so this insert detects it instead of a lookup first;
+                    # the redelivery's transaction then rolls back whole, as if it never ran.
+                    claimed = conn.execute(
+                        _INSERT_DELIVERY,
+                        {
+                            "dedupe_key": dedupe_key,
+                            "request_id": request_id,
+                            "outcome": result.outcome,
+                            "message": result.message,
+                            "created_at": now,
+                        },
+                    )
+                    if not claimed.rowcount:
+                        raise _Redelivery
+                return result
+        except _Redelivery:
+            with self.tx() as conn:
+                seen = conn.execute(_DELIVERY, {"k": dedupe_key}).one()
+                return VoteResult("duplicate_delivery", seen.message, self.get_request_in(conn, request_id))
+
+    def get_request_in(self, conn: Connection, request_id: str) -> dict[str, Any] | None:
+        row = conn.execute(select(t.approval_requests).where(t.approval_requests.c.id == request_id)).first()
+        return dict(row._mapping) if row else None
 
     def _vote_locked(
         self,
         conn: Connection,
-        row: Any,
+        request: dict[str, Any] | None,
+        counts: tuple[int, int, int],
         *,
         request_id: str,
         actor: str,
@@ -298,82 +388,116 @@ class ApprovalsMixin:
         link_nonce: str | None,
         link_digest: str | None,
     ) -> VoteResult:
-        def attempt(outcome: str, message: str, request: dict[str, Any] | None, **detail: Any) -> VoteResult:
+        if request is None:
             self._audit(
                 conn,
                 event="attempt",
                 request_id=request_id,
                 actor=actor,
                 channel=channel,
-                outcome=outcome,
-                detail={"action": action, "reason": reason, "message": message, **detail},
+                outcome="unknown_request",
                 now=now,
+                detail={"action": action, "message": f"there is no approval request {request_id!r}"},
             )
+            return VoteResult("unknown_request", f"there is no approval request {request_id!r}", None)
+        head = (int(request["audit_seq"]), str(request["audit_hash"]))
+        changes: dict[str, Any] = {}
+
+        def attempt(outcome: str, message: str) -> VoteResult:
+            nonlocal head
+            rec = self._append(
+                conn,
+                request_id,
+                head,
+                event="attempt",
+                request_id=request_id,
+                actor=actor,
+                channel=channel,
+                outcome=outcome,
+                now=now,
+                detail={"action": action, "reason": reason, "message": message},
+            )
+            head = (rec["seq"], rec["hash"])
             return VoteResult(outcome, message, request)
 
-        if row is None:
-            return attempt("unknown_request", f"there is no approval request {request_id!r}", None)
-        request = dict(row._mapping)
+        def finish(result: VoteResult) -> VoteResult:
+            # One UPDATE carries the new chain head and, when decided, the outcome (a compare-and-set: the row
+            # is locked and was pending when read).
+            changes.update(audit_seq=head[0], audit_hash=head[1])
+            if "status" in changes:
+                conn.execute(_DECIDE, {"rid": request_id, **{f"b_{k}": v for k, v in changes.items()}})
+            else:
+                conn.execute(_SET_REQUEST_HEAD, {"rid": request_id, "b_seq": head[0], "b_hash": head[1]})
+            request.update(changes)
+            return VoteResult(result.outcome, result.message, request)
+
         if link_digest is not None and link_digest != request["candidate_digest"]:
-            return attempt("wrong_digest", "this link was issued for a different candidate", request)
+            return finish(attempt("wrong_digest", "this link was issued for a different candidate"))
         if link_nonce is not None:
             used = conn.execute(
-                insert_ignore(t.link_uses, conn).values(
-                    nonce=link_nonce, request_id=request_id, approver=actor, action=action, used_at=now
-                )
+                _INSERT_LINK_USE,
+                {"nonce": link_nonce, "request_id": request_id, "approver": actor, "action": action, "used_at": now},
             )
             if not used.rowcount:
-                return attempt("link_reused", "this approval link was already used", request)
+                return finish(attempt("link_reused", "this approval link was already used"))
         if request["status"] != OPEN:
             by = f" by {request['decided_by']}" if request.get("decided_by") else ""
-            return attempt("already_decided", f"{request_id} is already {request['status']}{by}", request)
-        votes = [
-            dict(v._mapping)
-            for v in conn.execute(select(t.approval_votes).where(t.approval_votes.c.request_id == request_id))
-        ]
-        refusal = authorise(request, actor, votes, now)
+            return finish(attempt("already_decided", f"{request_id} is already {request['status']}{by}"))
+        approvals, rejects, mine = counts
+        refusal = authorise(request, actor, mine > 0, now)
         if refusal is not None:
             if refusal.outcome == "expired":
                 # Fail closed right away; the approvals sensor runs the compensation.
-                self._expire_locked(conn, request, now)
-                request = dict(
-                    conn.execute(select(t.approval_requests).where(t.approval_requests.c.id == request_id))
-                    .one()
-                    ._mapping
+                changes.update(
+                    status="expired",
+                    decided_at=now,
+                    decided_by="deadline",
+                    decision_reason="expired without a decision: rejected (fail closed)",
                 )
-            return attempt(refusal.outcome, refusal.message, request)
+                result = attempt(refusal.outcome, refusal.message)
+                rec = self._append(
+                    conn,
+                    request_id,
+                    head,
+                    event="expired",
+                    request_id=request_id,
+                    channel="deadline",
+                    outcome="expired",
+                    now=now,
+                    detail={"expire_at": request["expire_at"].isoformat()},
+                )
+                head = (rec["seq"], rec["hash"])
+                return finish(result)
+            return finish(attempt(refusal.outcome, refusal.message))
         conn.execute(
-            insert(t.approval_votes).values(
-                request_id=request_id, actor=actor, vote=action, channel=channel, created_at=now
-            )
+            _INSERT_VOTE,
+            {"request_id": request_id, "actor": actor, "vote": action, "channel": channel, "created_at": now},
         )
-        votes.append({"actor": actor, "vote": action})
-        status = tally(votes, int(request["required_approvals"] or 1))
+        approvals += action == "approve"
+        rejects += action == "reject"
+        required = int(request["required_approvals"] or 1)
+        status = tally(approvals, rejects, required)
         if status == OPEN:
-            count = sum(1 for v in votes if v["vote"] == "approve")
-            message = f"approval {count} of {request['required_approvals']} recorded for {request_id} ({actor})"
-            result = attempt("recorded", message, request)
-        else:
-            deciders = [v["actor"] for v in votes if v["vote"] == ("approve" if status == "approved" else "reject")]
-            conn.execute(
-                update(t.approval_requests)
-                .where(and_(t.approval_requests.c.id == request_id, t.approval_requests.c.status == OPEN))
-                .values(status=status, decided_at=now, decided_by=", ".join(deciders), decision_reason=reason)
-            )
-            message = f"{request_id} {status} by {', '.join(deciders)}"
-            result = attempt("accepted", message, request)
-            self._audit(
-                conn,
-                event="decided",
-                request_id=request_id,
-                actor=", ".join(deciders),
-                channel=channel,
-                outcome=status,
-                detail={"reason": reason, "votes": len(votes)},
-                now=now,
-            )
-        fresh = conn.execute(select(t.approval_requests).where(t.approval_requests.c.id == request_id)).one()
-        return VoteResult(result.outcome, result.message, dict(fresh._mapping))
+            message = f"approval {approvals} of {required} recorded for {request_id} ({actor})"
+            return finish(attempt("recorded", message))
+        wanted = "approve" if status == "approved" else "reject"
+        deciders = ", ".join(v.actor for v in conn.execute(_VOTES, {"rid": request_id}) if v.vote == wanted)
+        changes.update(status=status, decided_at=now, decided_by=deciders, decision_reason=reason)
+        result = attempt("accepted", f"{request_id} {status} by {deciders}")
+        rec = self._append(
+            conn,
+            request_id,
+            head,
+            event="decided",
+            request_id=request_id,
+            actor=deciders,
+            channel=channel,
+            outcome=status,
+            now=now,
+            detail={"reason": reason, "approvals": approvals, "rejects": rejects},
+        )
+        head = (rec["seq"], rec["hash"])
+        return finish(result)
 
     # ------------------------------------------------------------------ deadlines and compensation
     def _expire_locked(self, conn: Connection, request: dict[str, Any], now: datetime) -> bool:

@@ -193,6 +193,9 @@ approval_requests = Table(
     Column("slack_channel", String(64)),
     Column("slack_ts", String(64)),
     Column("slack_status", String(16)),
+    # Head of this request's audit chain.
+    Column("audit_seq", Integer, nullable=False, server_default="0"),
+    Column("audit_hash", String(64), nullable=False, server_default="0" * 64),
     Index("ix_approval_requests_status", "status"),
 )
 
@@ -209,12 +212,16 @@ approval_votes = Table(
     UniqueConstraint("request_id", "actor", name="uq_approval_votes_request_actor"),
 )
 
-# Append-only, hash-chained record of every request, notification, attempt and outcome. Ids are gapless
-# (assigned from audit_head under its row lock), so a deleted record is as visible as an edited one.
+# Append-only, hash-chained record of every request, notification, attempt and outcome. Each approval request
+# is its own chain (its head lives on the request row, which a decision locks anyway), so clicks on different
+# requests never wait for each other; records of no known request chain through `audit_head`. Positions are
+# gapless within a chain, so a deleted record is as visible as an edited one.
 audit_log = Table(
     "audit_log",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("chain", String(64), nullable=False),
+    Column("seq", Integer, nullable=False),
     Column("at", UTCDateTime(), nullable=False),
     Column("request_id", String(64)),
     Column("event", String(32), nullable=False),
@@ -225,6 +232,7 @@ audit_log = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
     Index("ix_audit_log_request", "request_id"),
+    UniqueConstraint("chain", "seq", name="uq_audit_log_chain_seq"),
 )
 
 audit_head = Table(

@@ -24,21 +24,21 @@ def _request(**kw: object) -> dict[str, object]:
 
 def test_authorise_rules() -> None:
     req = _request()
-    assert authorise(req, "U2", [], NOW) is None
-    assert authorise(req, "U7", [], NOW).outcome == "unauthorised"
-    assert authorise(req, "U1", [], NOW).outcome == "self_approval"
-    assert authorise(req, "U2", [{"actor": "U2", "vote": "approve"}], NOW).outcome == "duplicate_vote"
-    assert authorise(req, "U2", [], NOW + timedelta(hours=2)).outcome == "expired"
-    refusal = authorise(req, "U9", [], NOW)
+    assert authorise(req, "U2", False, NOW) is None
+    assert authorise(req, "U7", False, NOW).outcome == "unauthorised"
+    assert authorise(req, "U1", False, NOW).outcome == "self_approval"
+    assert authorise(req, "U2", True, NOW).outcome == "duplicate_vote"
+    assert authorise(req, "U2", False, NOW + timedelta(hours=2)).outcome == "expired"
+    refusal = authorise(req, "U9", False, NOW)
     assert refusal.outcome == "unauthorised" and "escalation" in refusal.message
-    assert authorise(_request(escalated_at=NOW), "U9", [], NOW) is None
-    assert authorise(_request(approvers=[]), "anyone", [], NOW) is None  # embedded mode
+    assert authorise(_request(escalated_at=NOW), "U9", False, NOW) is None
+    assert authorise(_request(approvers=[]), "anyone", False, NOW) is None  # embedded mode
 
 
 def test_tally_m_of_n_and_single_reject() -> None:
-    assert tally([{"actor": "U2", "vote": "approve"}], 2) == "pending"
-    assert tally([{"actor": "U2", "vote": "approve"}, {"actor": "U3", "vote": "approve"}], 2) == "approved"
-    assert tally([{"actor": "U2", "vote": "approve"}, {"actor": "U3", "vote": "reject"}], 2) == "rejected"
+    assert tally(1, 0, 2) == "pending"
+    assert tally(2, 0, 2) == "approved"
+    assert tally(1, 1, 2) == "rejected"
 
 
 def test_policy_validation() -> None:
@@ -48,13 +48,15 @@ def test_policy_validation() -> None:
     assert p.deadlines(NOW) == (NOW + timedelta(hours=1), NOW + timedelta(hours=2))
 
 
-def _chain(n: int) -> list[dict[str, object]]:
+def _chain(n: int, chain: str = "apr-1", start_id: int = 1) -> list[dict[str, object]]:
     records, prev = [], audit.GENESIS
     for i in range(1, n + 1):
         rec = {
-            "id": i,
+            "id": start_id + i - 1,
+            "chain": chain,
+            "seq": i,
             "at": NOW,
-            "request_id": "apr-1",
+            "request_id": chain,
             "event": "attempt",
             "actor": f"U{i}",
             "channel": "slack",
@@ -68,17 +70,22 @@ def _chain(n: int) -> list[dict[str, object]]:
     return records
 
 
-def test_audit_chain_detects_edit_delete_and_truncation() -> None:
-    records = _chain(5)
-    assert audit.verify(records, head=(5, records[-1]["hash"])).ok
-    edited = [dict(r) for r in records]
+def test_audit_chains_detect_edit_delete_and_truncation() -> None:
+    a, b = _chain(5, "apr-1", 1), _chain(3, "apr-2", 100)
+    interleaved = sorted(a + b, key=lambda r: (r["seq"], r["id"]))
+    heads = {"apr-1": (5, a[-1]["hash"]), "apr-2": (3, b[-1]["hash"])}
+    assert audit.verify(interleaved, heads=heads).ok
+    edited = [dict(r) for r in a]
     edited[2]["actor"] = "mallory"
     report = audit.verify(edited)
     assert not report.ok and report.first_broken_id == 3 and "modified" in report.problem
-    deleted = records[:2] + records[3:]
+    deleted = a[:2] + a[3:]
     assert audit.verify(deleted).first_broken_id == 4
-    truncated = audit.verify(records[:4], head=(5, records[-1]["hash"]))
+    truncated = audit.verify(a[:4], heads={"apr-1": (5, a[-1]["hash"])})
     assert not truncated.ok and "removed" in truncated.problem
+    moved = [dict(r) for r in a]
+    moved[1]["chain"] = "apr-2"  # a record moved to another request's chain
+    assert not audit.verify(moved).ok
 
 
 def test_links_bind_claims_and_refuse_tampering_and_expiry() -> None:
