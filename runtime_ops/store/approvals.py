@@ -8,13 +8,14 @@ and every attempt leaves a record.
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import JSON, and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.approvals import audit as chain_mod
@@ -57,18 +58,6 @@ _SET_REQUEST_HEAD = (
     .where(t.approval_requests.c.id == bindparam("rid"))
     .values(audit_seq=bindparam("b_seq"), audit_hash=bindparam("b_hash"))
 )
-_DECIDE = (
-    update(t.approval_requests)
-    .where(t.approval_requests.c.id == bindparam("rid"))
-    .values(
-        audit_seq=bindparam("b_audit_seq"),
-        audit_hash=bindparam("b_audit_hash"),
-        status=bindparam("b_status"),
-        decided_at=bindparam("b_decided_at"),
-        decided_by=bindparam("b_decided_by"),
-        decision_reason=bindparam("b_decision_reason"),
-    )
-)
 _GLOBAL_HEAD = select(t.audit_head).where(t.audit_head.c.id == 1).with_for_update()
 _SET_GLOBAL_HEAD = (
     update(t.audit_head).where(t.audit_head.c.id == 1).values(last_id=bindparam("b_seq"), last_hash=bindparam("b_hash"))
@@ -79,17 +68,94 @@ _VOTES = (
     .where(t.approval_votes.c.request_id == bindparam("rid"))
     .order_by(t.approval_votes.c.id)
 )
-_INSERT_VOTE = insert(t.approval_votes)
 _DELIVERY = select(t.interaction_deliveries.c.message).where(t.interaction_deliveries.c.dedupe_key == bindparam("k"))
-# ON CONFLICT DO NOTHING is spelled the same by PostgreSQL and SQLite; as text() it compiles once.
-_INSERT_DELIVERY = text(
-    "INSERT INTO interaction_deliveries (dedupe_key, request_id, outcome, message, created_at) "
-    "VALUES (:dedupe_key, :request_id, :outcome, :message, :created_at) ON CONFLICT DO NOTHING"
-).bindparams(bindparam("created_at", type_=t.UTCDateTime()))
+# ON CONFLICT DO NOTHING is spelled the same by PostgreSQL and SQLite.
 _INSERT_LINK_USE = text(
     "INSERT INTO link_uses (nonce, request_id, approver, action, used_at) "
     "VALUES (:nonce, :request_id, :approver, :action, :used_at) ON CONFLICT DO NOTHING"
 ).bindparams(bindparam("used_at", type_=t.UTCDateTime()))
+
+
+@dataclass
+class _WriteBatch:
+    """The writes of one decision, sent to PostgreSQL as one multi-statement round trip.
+
+    The rows are locked and every check done before they are sent, so batching changes no outcome; SQLite (one
+    statement per call) gets the same statements one by one. The delivery insert goes last so the batch's row
+    count says whether this click was new.
+    """
+
+    vote: dict[str, Any] | None = None
+    audits: list[dict[str, Any]] = field(default_factory=list)
+    request_id: str | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+    delivery: dict[str, Any] | None = None
+
+    def audit(self, chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
+        record = ApprovalsMixin._record(chain, head, **fields)
+        self.audits.append(record)
+        return record
+
+    def statements(self) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        if self.vote:
+            out.append((_SQL_VOTE, {f"v_{k}": v for k, v in self.vote.items()}))
+        for i, rec in enumerate(self.audits):
+            sql = _SQL_AUDIT.replace(":a_", f":a{i}_")
+            out.append((sql, {f"a{i}_{k}": v for k, v in rec.items()}))
+        if self.request_id:
+            sets = ", ".join(f"{k} = :u_{k}" for k in self.changes)
+            out.append(
+                (
+                    f"UPDATE approval_requests SET {sets} WHERE id = :u_rid",
+                    {"u_rid": self.request_id, **{f"u_{k}": v for k, v in self.changes.items()}},
+                )
+            )
+        if self.delivery:
+            out.append((_SQL_DELIVERY, {f"d_{k}": v for k, v in self.delivery.items()}))
+        return out
+
+    def flush(self, conn: Connection) -> int:
+        """Run the writes; returns the row count of the last one (the delivery insert when there is one)."""
+        parts = self.statements()
+        if not parts:
+            return 0
+        if conn.dialect.name == "postgresql":
+            params = {k: v for _, p in parts for k, v in p.items()}
+            sql = ";\n".join(sql for sql, _ in parts)
+            return int(conn.execute(_typed_text(sql, tuple(sorted(params))), params).rowcount or 0)
+        count = 0
+        for sql, p in parts:
+            count = int(conn.execute(_typed_text(sql, tuple(sorted(p))), p).rowcount or 0)
+        return count
+
+
+_SQL_VOTE = (
+    "INSERT INTO approval_votes (request_id, actor, vote, channel, created_at) "
+    "VALUES (:v_request_id, :v_actor, :v_vote, :v_channel, :v_created_at)"
+)
+_SQL_AUDIT = (
+    "INSERT INTO audit_log (chain, seq, at, request_id, event, actor, channel, outcome, detail, prev_hash, hash) "
+    "VALUES (:a_chain, :a_seq, :a_at, :a_request_id, :a_event, :a_actor, :a_channel, :a_outcome, :a_detail, "
+    ":a_prev_hash, :a_hash)"
+)
+_SQL_DELIVERY = (
+    "INSERT INTO interaction_deliveries (dedupe_key, request_id, outcome, message, created_at) "
+    "VALUES (:d_dedupe_key, :d_request_id, :d_outcome, :d_message, :d_created_at) ON CONFLICT DO NOTHING"
+)
+_DATETIME_PARAMS = ("_at", "_created_at", "_decided_at")
+
+
+@functools.lru_cache(maxsize=256)
+def _typed_text(sql: str, names: tuple[str, ...]) -> Any:
+    """A text() statement whose datetime and JSON parameters are typed (so both backends store them alike)."""
+    binds = []
+    for name in names:
+        if name.endswith(_DATETIME_PARAMS):
+            binds.append(bindparam(name, type_=t.UTCDateTime()))
+        elif name.endswith("_detail"):
+            binds.append(bindparam(name, type_=JSON()))
+    return text(sql).bindparams(*binds)
 
 
 class _Redelivery(Exception):
@@ -119,8 +185,9 @@ class ApprovalsMixin:
         yield  # pragma: no cover
 
     # ------------------------------------------------------------------ audit chains
-    def _append(self, conn: Connection, chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
-        """Append one record after `head` of `chain`; the caller stores the new head (record seq, hash)."""
+    @staticmethod
+    def _record(chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
+        """The audit record that follows `head` of `chain` (not yet written)."""
         record = {
             "chain": chain,
             "seq": head[0] + 1,
@@ -134,6 +201,11 @@ class ApprovalsMixin:
             "prev_hash": head[1],
         }
         record["hash"] = chain_mod.record_hash(head[1], record)
+        return record
+
+    def _append(self, conn: Connection, chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
+        """Append one record after `head` of `chain`; the caller stores the new head (record seq, hash)."""
+        record = self._record(chain, head, **fields)
         conn.execute(_INSERT_AUDIT, record)
         return record
 
@@ -335,10 +407,12 @@ class ApprovalsMixin:
                 if row is not None:
                     request = dict(row._mapping)
                     counts = (request.pop("n_approvals"), request.pop("n_rejects"), request.pop("n_mine"))
+                batch = _WriteBatch()
                 result = self._vote_locked(
                     conn,
                     request,
                     counts,
+                    batch,
                     request_id=request_id,
                     actor=actor,
                     action=action,
@@ -349,20 +423,18 @@ class ApprovalsMixin:
                     link_digest=link_digest,
                 )
                 if dedupe_key:
-                    # Optimistic: a redelivery is rare, so this insert detects it instead of a lookup first;
-                    # the redelivery's transaction then rolls back whole, as if it never ran.
-                    claimed = conn.execute(
-                        _INSERT_DELIVERY,
-                        {
-                            "dedupe_key": dedupe_key,
-                            "request_id": request_id,
-                            "outcome": result.outcome,
-                            "message": result.message,
-                            "created_at": now,
-                        },
-                    )
-                    if not claimed.rowcount:
-                        raise _Redelivery
+                    # Optimistic: a redelivery is rare, so the last insert detects it instead of a lookup
+                    # first; the redelivery's transaction then rolls back whole, as if it never ran.
+                    batch.delivery = {
+                        "dedupe_key": dedupe_key,
+                        "request_id": request_id,
+                        "outcome": result.outcome,
+                        "message": result.message,
+                        "created_at": now,
+                    }
+                claimed = batch.flush(conn)
+                if dedupe_key and not claimed:
+                    raise _Redelivery
                 return result
         except _Redelivery:
             with self.tx() as conn:
@@ -378,6 +450,7 @@ class ApprovalsMixin:
         conn: Connection,
         request: dict[str, Any] | None,
         counts: tuple[int, int, int],
+        batch: _WriteBatch,
         *,
         request_id: str,
         actor: str,
@@ -405,8 +478,7 @@ class ApprovalsMixin:
 
         def attempt(outcome: str, message: str) -> VoteResult:
             nonlocal head
-            rec = self._append(
-                conn,
+            rec = batch.audit(
                 request_id,
                 head,
                 event="attempt",
@@ -424,10 +496,7 @@ class ApprovalsMixin:
             # One UPDATE carries the new chain head and, when decided, the outcome (a compare-and-set: the row
             # is locked and was pending when read).
             changes.update(audit_seq=head[0], audit_hash=head[1])
-            if "status" in changes:
-                conn.execute(_DECIDE, {"rid": request_id, **{f"b_{k}": v for k, v in changes.items()}})
-            else:
-                conn.execute(_SET_REQUEST_HEAD, {"rid": request_id, "b_seq": head[0], "b_hash": head[1]})
+            batch.request_id, batch.changes = request_id, dict(changes)
             request.update(changes)
             return VoteResult(result.outcome, result.message, request)
 
@@ -455,8 +524,7 @@ class ApprovalsMixin:
                     decision_reason="expired without a decision: rejected (fail closed)",
                 )
                 result = attempt(refusal.outcome, refusal.message)
-                rec = self._append(
-                    conn,
+                rec = batch.audit(
                     request_id,
                     head,
                     event="expired",
@@ -469,10 +537,7 @@ class ApprovalsMixin:
                 head = (rec["seq"], rec["hash"])
                 return finish(result)
             return finish(attempt(refusal.outcome, refusal.message))
-        conn.execute(
-            _INSERT_VOTE,
-            {"request_id": request_id, "actor": actor, "vote": action, "channel": channel, "created_at": now},
-        )
+        batch.vote = {"request_id": request_id, "actor": actor, "vote": action, "channel": channel, "created_at": now}
         approvals += action == "approve"
         rejects += action == "reject"
         required = int(request["required_approvals"] or 1)
@@ -480,12 +545,16 @@ class ApprovalsMixin:
         if status == OPEN:
             message = f"approval {approvals} of {required} recorded for {request_id} ({actor})"
             return finish(attempt("recorded", message))
-        wanted = "approve" if status == "approved" else "reject"
-        deciders = ", ".join(v.actor for v in conn.execute(_VOTES, {"rid": request_id}) if v.vote == wanted)
+        # A reject decides alone; an approval decides with the approvals before it (read only for M-of-N).
+        earlier = (
+            []
+            if status == "rejected" or required == 1
+            else [v.actor for v in conn.execute(_VOTES, {"rid": request_id}) if v.vote == "approve"]
+        )
+        deciders = ", ".join([*earlier, actor])
         changes.update(status=status, decided_at=now, decided_by=deciders, decision_reason=reason)
         result = attempt("accepted", f"{request_id} {status} by {deciders}")
-        rec = self._append(
-            conn,
+        rec = batch.audit(
             request_id,
             head,
             event="decided",

@@ -1,0 +1,6 @@
+"""Outbound HTTP: a pure retry policy (`retry`) and the retry loop around one request (`client`)."""
+
+from runtime_ops.http.client import EndpointError, call_with_retries
+from runtime_ops.http.retry import Backoff, InvalidResponse, classify, parse_retry_after
+
+__all__ = ["Backoff", "EndpointError", "InvalidResponse", "call_with_retries", "classify", "parse_retry_after"]

@@ -1,0 +1,156 @@
+"""Client for an OpenAI-compatible chat-completions endpoint (`RUNTIME_OPS_MODEL_ENDPOINT`), used by
+`rag_answers` to write an answer grounded in the retrieved passages.
+
+    with ChatEndpoint("http://llm:8000/v1", api_key=key) as llm:
+        text = llm.answer("How is a model promoted?", passages)
+
+Every call has a per-request timeout (connect <= 5 s) and runs under a `Backoff` policy: 429/5xx,
+connection errors, timeouts and truncated JSON are retried (honouring `Retry-After`); other 4xx and
+well-formed replies of the wrong shape fail at once. Failures raise `EndpointError`, whose message names
+the endpoint URL (never the API key).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from runtime_ops.http.client import EndpointError, call_with_retries
+from runtime_ops.http.retry import Backoff, InvalidResponse
+
+__all__ = ["SYSTEM_PROMPT", "ChatEndpoint", "EndpointError", "build_messages", "chat_completions_url"]
+
+SYSTEM_PROMPT = (
+    "You answer questions about a document collection. Use only the numbered passages provided. "
+    "Cite the passages you rely on by their numbers in square brackets, e.g. [1] or [2][3]. "
+    "If the passages do not contain the answer, say that you do not know. Be concise."
+)
+_SUFFIX = "/chat/completions"
+
+
+def chat_completions_url(url: str) -> str:
+    """The chat-completions URL for a base (`http://host/v1`) or a full `.../chat/completions` URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"model endpoint must be an http(s) URL, got {public_url(url)!r}")
+    path = parts.path.rstrip("/")
+    if not path.endswith(_SUFFIX):
+        path += _SUFFIX
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def public_url(url: str) -> str:
+    """`url` fit for messages and logs: no user:password, query string or fragment."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def build_messages(question: str, passages: Sequence[str]) -> list[dict[str, str]]:
+    numbered = "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(passages, start=1))
+    context = numbered or "(no passages were retrieved)"
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"Passages:\n\n{context}\n\nQuestion: {question.strip()}"},
+    ]
+
+
+def _content(response: httpx.Response) -> str:
+    """`choices[0].message.content` of a chat-completions reply. Undecodable JSON is transient (a cut-off
+    body), JSON of the wrong shape is not."""
+    try:
+        data: Any = json.loads(response.content)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidResponse(f"invalid JSON body ({len(response.content)} bytes): {exc}", transient=True) from exc
+    try:
+        content = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise InvalidResponse("JSON body has no choices[0].message.content", transient=False) from None
+    if not isinstance(content, str):
+        raise InvalidResponse(f"choices[0].message.content is {type(content).__name__}, not text", transient=False)
+    return content
+
+
+class ChatEndpoint:
+    """An OpenAI-compatible chat-completions endpoint with timeouts and retries. Not thread-safe to
+    reconfigure, safe to share for calls (httpx.Client is)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        model: str = "runtime-ops-rag",
+        timeout_s: float = 20.0,
+        backoff: Backoff = Backoff(),
+        transport: httpx.BaseTransport | None = None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        on_retry: Callable[[int, float, str], None] | None = None,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        self.url = chat_completions_url(url)
+        self.what = public_url(self.url)
+        self.model = model
+        self.timeout_s = timeout_s
+        self.backoff = backoff
+        self._api_key = api_key or None
+        self._rng = rng
+        self._sleep = sleep
+        self._on_retry = on_retry
+        headers = {"Accept": "application/json", "User-Agent": "runtime-ops"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
+            headers=headers,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"ChatEndpoint({self.what!r}, model={self.model!r}, timeout_s={self.timeout_s})"
+
+    def answer(self, question: str, passages: Sequence[str], *, max_tokens: int = 300) -> str:
+        """The model's answer to `question` from `passages` (cited as [1], [2], ...), stripped.
+        Raises `EndpointError` when the endpoint fails, gives up after retries, or replies malformed."""
+        body = {
+            "model": self.model,
+            "messages": build_messages(question, passages),
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
+        response = call_with_retries(
+            lambda: self._client.post(self.url, json=body),
+            what=self.what,
+            backoff=self.backoff,
+            sleep=self._sleep,
+            rng=self._rng,
+            on_retry=self._on_retry,
+            check=_content,
+            redact=(self._api_key,) if self._api_key else (),
+        )
+        return _content(response).strip()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ChatEndpoint:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
