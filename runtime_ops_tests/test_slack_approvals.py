@@ -136,12 +136,16 @@ def test_reject_by_one_approver_rejects(world: World) -> None:
     assert "Rejected" in _blocks_text(world.slack.messages[world.ts]["blocks"])
 
 
+def _responses(world: World) -> list[dict[str, Any]]:
+    return [r for rs in world.slack.responses.values() for r in rs]
+
+
 def test_unauthorised_click_gets_an_ephemeral_explanation_and_changes_nothing(world: World) -> None:
-    before = len(world.slack.ephemerals)
     assert world.click("U7").status_code == 200
-    world.slack.wait_for(lambda s: len(s.ephemerals) > before)
-    assert world.slack.ephemerals[-1]["user"] == "U7"
-    assert "not an approver" in world.slack.ephemerals[-1]["text"]
+    world.slack.wait_for(lambda s: bool(s.responses.get(f"click{world.clicks}")))
+    [reply] = world.slack.responses[f"click{world.clicks}"]
+    assert reply["response_type"] == "ephemeral" and reply["replace_original"] is False
+    assert "U7 is not an approver" in reply["text"]
     assert world.status() == "pending" and world.store.votes(world.request["id"]) == []
     assert [r["outcome"] for r in world.audit()] == ["unauthorised"]
 
@@ -151,7 +155,7 @@ def test_requester_may_not_approve_their_own_candidate(world: World) -> None:
     assert world.click("U2").status_code == 200
     assert world.status() == "pending"
     assert [r["outcome"] for r in world.audit()] == ["self_approval"]
-    world.slack.wait_for(lambda s: any("four eyes" in e["text"] for e in s.ephemerals))
+    world.slack.wait_for(lambda s: any("four eyes" in r["text"] for r in _responses(world)))
     assert world.click("U3").status_code == 200 and world.status() == "approved"
 
 

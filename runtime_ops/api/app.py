@@ -87,10 +87,14 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
     app = FastAPI(title="runtime_ops ops API", version="1", lifespan=lifespan)
     app.state.store = store
 
-    def sync_slack(request_id: str) -> None:
+    def sync_slack(request_id: str, response_url: str | None = None) -> None:
         request = store.get_request(request_id)
-        if request is not None:
+        if request is None:
+            return
+        if request.get("slack_ts") or response_url is None:
             announcer.sync_message(request)
+        elif notifier is not None:  # a message we did not post (no ts recorded): answer through Slack's URL
+            notifier.respond(response_url, announcer.view(request))
 
     # ------------------------------------------------------------------ Slack
     @app.post("/slack/interactions")
@@ -131,11 +135,12 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
             now=now(),
             dedupe_key=interaction.dedupe_key,
         )
-        if notifier is not None:
+        if notifier is not None and result.outcome != "duplicate_delivery":
+            # After the acknowledgement: update the message everyone sees, or tell only the clicker why not.
             if result.counted:
-                background.add_task(sync_slack, interaction.value)
-            elif result.outcome != "duplicate_delivery":
-                background.add_task(notifier.ephemeral, interaction.channel_id, interaction.user_id, result.message)
+                background.add_task(sync_slack, interaction.value, interaction.response_url)
+            else:
+                background.add_task(notifier.respond_ephemeral, interaction.response_url, result.message)
         return Response(status_code=200)
 
     # ------------------------------------------------------------------ signed links

@@ -437,6 +437,17 @@ class SlackNotifier:
 
     def respond(self, response_url: str, view: RequestView) -> None:
         """Replace the clicked message through the interaction's `response_url` (no token needed)."""
+        self._post_response(
+            response_url, {"replace_original": True, "text": request_text(view), "blocks": request_blocks(view)}
+        )
+
+    def respond_ephemeral(self, response_url: str, text: str) -> None:
+        """Answer only the person who clicked (e.g. why their click changed nothing), leaving the message."""
+        self._post_response(
+            response_url, {"response_type": "ephemeral", "replace_original": False, "text": truncate(text, 3000)}
+        )
+
+    def _post_response(self, response_url: str, payload: dict[str, Any]) -> None:
         method = "response_url"
         scheme = urlsplit(response_url).scheme.lower()
         if scheme not in {"http", "https"}:
@@ -445,9 +456,7 @@ class SlackNotifier:
 
         webhook = WebhookClient(response_url, timeout=int(max(1, round(self.timeout))))
         try:
-            resp = webhook.send_dict(
-                {"replace_original": True, "text": request_text(view), "blocks": request_blocks(view)}
-            )
+            resp = webhook.send_dict(payload)
         except TimeoutError as exc:
             raise SlackError(method, "timeout") from exc
         except OSError as exc:

@@ -132,7 +132,11 @@ def call_with_retries(
 
         plural = "attempt" if attempt == 1 else "attempts"
         facts: dict[str, Any] = {
-            "what": what, "attempts": attempt, "status": status, "problem": problem, "elapsed_s": elapsed
+            "what": what,
+            "attempts": attempt,
+            "status": status,
+            "problem": problem,
+            "elapsed_s": elapsed,
         }
         if verdict == "fail":
             message = f"{what}: {problem} (not retryable; {attempt} {plural})"
