@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     approvers_raw: str = Field("", **_env("RUNTIME_OPS_APPROVERS"))
     escalation_approvers_raw: str = Field("", **_env("RUNTIME_OPS_ESCALATION_APPROVERS"))
     model_endpoint: str | None = Field(None, **_env("RUNTIME_OPS_MODEL_ENDPOINT"))
+    model_api_key: SecretStr | None = Field(None, **_env("RUNTIME_OPS_MODEL_API_KEY"))
+    model_name: str = Field("runtime-ops-rag", **_env("RUNTIME_OPS_MODEL_NAME"))
 
     # Promotion policy: the gate auto-approves a candidate whose primary metric beats production by
     # `auto_approve_margin`; `meets_policy` fails one that regresses by more than `max_regression`.
