@@ -13,8 +13,6 @@ from runtime_ops.models.registry import load_embedder
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
-_EMBED_BATCH = 256
-
 
 def _production_version(store) -> int:  # type: ignore[no-untyped-def]
     version = store.alias("production")
@@ -32,21 +30,12 @@ def _production_version(store) -> int:  # type: ignore[no-untyped-def]
     "is embedded once per model version; a killed run resumes where it stopped.",
 )
 def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+    from runtime_ops.serving.indexing import embed_missing
+
     store = state.store()
     version = _production_version(store)
-    embedder = load_embedder(store, version)
-    before = store.embedding_counts(version)
-    todo = before["current_chunks"] - before["embedded"]
-    context.log.info(f"model v{version}: {before['embedded']} chunks embedded, {todo} to go")
     started = time.monotonic()
-    written = 0
-    while True:
-        batch = store.chunks_missing_embeddings(version, _EMBED_BATCH)
-        if not batch:
-            break
-        vectors = embedder.embed([text for _, text in batch])
-        written += store.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
-        context.log.info(f"embedded {written}/{todo} chunks")
+    written = embed_missing(store, version, context.log.info)
     after = store.embedding_counts(version)
     return dg.MaterializeResult(
         metadata={
@@ -64,52 +53,32 @@ def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreReso
     kinds={"numpy"},
     retry_policy=IO_RETRY,
     description="The retrieval index (normalised vectors + chunk ids) for the production model, swapped in "
-    "atomically through the `retrieval_index` alias.",
+    "atomically through the `retrieval_index` alias (reused when the promotion already built it).",
 )
 def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-    from runtime_ops.models.embedder import digest
-    from runtime_ops.serving.index import RetrievalIndex
+    from runtime_ops.serving.indexing import build_index
 
     store = state.store()
     version = _production_version(store)
-    revision = store.corpus_revision()
-    ids: list[int] = []
-    vecs: list[np.ndarray] = []
-    for page in store.iter_current_embeddings(version):
-        for cid, _key, raw in page:
-            ids.append(cid)
-            vecs.append(np.frombuffer(raw, dtype="<f4"))
-    counts = store.embedding_counts(version)
-    if len(ids) != counts["current_chunks"]:
-        raise dg.Failure(
-            f"{counts['current_chunks'] - len(ids)} current chunks have no embedding for model v{version}; "
-            "materialize document_embeddings first"
-        )
-    dim = load_embedder(store, version).dim
-    matrix = np.vstack(vecs).astype("<f4") if vecs else np.zeros((0, dim), dtype="<f4")
-    index = RetrievalIndex(np.asarray(ids, dtype="<i8"), matrix)
-    data = index.to_bytes()
-    index_digest = digest(data)
-    artifact_id = store.put_artifact("retrieval_index", data, index_digest)
-    index_id = store.record_index(
-        model_version=version,
-        corpus_revision=revision,
-        n_chunks=len(ids),
-        artifact_id=artifact_id,
-        run_id=context.run_id,
-    )
-    previous = store.set_alias("retrieval_index", index_id, actor=f"run:{context.run_id}", run_id=context.run_id)
+    try:
+        built = build_index(store, version, context.run_id)
+    except RuntimeError as exc:
+        raise dg.Failure(str(exc)) from None
+    previous = store.alias("retrieval_index")
+    if previous != built.index_id:
+        store.set_alias("retrieval_index", built.index_id, actor=f"run:{context.run_id}", run_id=context.run_id)
     return dg.MaterializeResult(
         metadata={
-            "index_id": dg.MetadataValue.int(index_id),
+            "index_id": dg.MetadataValue.int(built.index_id),
             "previous_index_id": dg.MetadataValue.int(previous or 0),
+            "reused": built.reused,
             "model_version": dg.MetadataValue.int(version),
-            "corpus_revision": dg.MetadataValue.int(revision),
-            "chunks": dg.MetadataValue.int(len(ids)),
-            "digest": index_digest,
-            "size_bytes": dg.MetadataValue.int(len(data)),
+            "corpus_revision": dg.MetadataValue.int(built.corpus_revision),
+            "chunks": dg.MetadataValue.int(built.n_chunks),
+            "digest": built.digest,
+            "size_bytes": dg.MetadataValue.int(built.size),
         },
-        data_version=dg.DataVersion(index_digest[:16]),
+        data_version=dg.DataVersion(built.digest[:16]),
     )
 
 

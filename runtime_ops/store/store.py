@@ -302,6 +302,10 @@ class StateStore(ApprovalsMixin):
             )
             return int(res.inserted_primary_key[0])
 
+    def artifact_digest(self, artifact_id: int) -> str | None:
+        with self.tx() as conn:
+            return conn.execute(select(t.artifacts.c.digest).where(t.artifacts.c.id == artifact_id)).scalar()
+
     def get_artifact(self, artifact_id: int) -> bytes:
         with self.tx() as conn:
             return bytes(conn.execute(select(t.artifacts.c.data).where(t.artifacts.c.id == artifact_id)).scalar_one())

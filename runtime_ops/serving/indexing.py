@@ -1,0 +1,81 @@
+"""Embedding the corpus and building the retrieval index for one model version (glue over the store).
+
+Shared by the serving assets and the promotion saga, so an index built during a promotion is the one the
+assets then find up to date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_ops.models.registry import load_embedder
+from runtime_ops.store import StateStore
+
+EMBED_BATCH = 256
+
+
+def embed_missing(store: StateStore, version: int, log: Callable[[str], None] = lambda _: None) -> int:
+    """Embed every current chunk that has no vector for `version`; returns how many were written.
+
+    Each batch is committed as it is written and a chunk already embedded is never written again, so a run
+    killed half-way resumes where it stopped and embeds nothing twice.
+    """
+    embedder = load_embedder(store, version)
+    counts = store.embedding_counts(version)
+    todo = counts["current_chunks"] - counts["embedded"]
+    written = 0
+    while True:
+        batch = store.chunks_missing_embeddings(version, EMBED_BATCH)
+        if not batch:
+            return written
+        vectors = embedder.embed([text for _, text in batch])
+        written += store.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
+        log(f"embedded {written}/{todo} chunks with model v{version}")
+
+
+@dataclass(frozen=True)
+class BuiltIndex:
+    index_id: int
+    model_version: int
+    corpus_revision: int
+    n_chunks: int
+    digest: str
+    size: int
+    reused: bool
+
+
+def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltIndex:
+    """The index of every current chunk for `version` (recorded, not yet swapped in); reuses an identical one."""
+    from runtime_ops.models.embedder import digest
+    from runtime_ops.serving.index import RetrievalIndex
+
+    revision = store.corpus_revision()
+    ids: list[int] = []
+    vecs: list[np.ndarray] = []
+    for page in store.iter_current_embeddings(version):
+        for cid, _key, raw in page:
+            ids.append(cid)
+            vecs.append(np.frombuffer(raw, dtype="<f4"))
+    counts = store.embedding_counts(version)
+    if len(ids) != counts["current_chunks"]:
+        raise RuntimeError(
+            f"{counts['current_chunks'] - len(ids)} current chunks have no embedding for model v{version}; "
+            "embed them first (document_embeddings)"
+        )
+    dim = load_embedder(store, version).dim
+    matrix = np.vstack(vecs).astype("<f4") if vecs else np.zeros((0, dim), dtype="<f4")
+    data = RetrievalIndex(np.asarray(ids, dtype="<i8"), matrix).to_bytes()
+    index_digest = digest(data)
+    current = store.current_index()
+    if current is not None and current["model_version"] == version and current["corpus_revision"] == revision:
+        artifact_digest = store.artifact_digest(current["artifact_id"])
+        if artifact_digest == index_digest:
+            return BuiltIndex(current["id"], version, revision, len(ids), index_digest, len(data), reused=True)
+    artifact_id = store.put_artifact("retrieval_index", data, index_digest)
+    index_id = store.record_index(
+        model_version=version, corpus_revision=revision, n_chunks=len(ids), artifact_id=artifact_id, run_id=run_id
+    )
+    return BuiltIndex(index_id, version, revision, len(ids), index_digest, len(data), reused=False)
