@@ -199,6 +199,18 @@ approval_requests = Table(
     Index("ix_approval_requests_status", "status"),
 )
 
+# Lock leases held on the state store when REDIS_URL is unset (runtime_ops.locks.store_lock).
+locks = Table(
+    "locks",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("token", String(255)),  # the holder's lease token; NULL when free
+    # When the lease ends, in milliseconds since the Unix epoch on the database clock.
+    Column("expires_at_ms", BigInteger, nullable=False),
+    # The last fencing token issued for this lock.
+    Column("fence", BigInteger, nullable=False),
+)
+
 # One row per counted vote; M-of-N approvals are distinct actors' rows.
 approval_votes = Table(
     "approval_votes",

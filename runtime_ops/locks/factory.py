@@ -1,0 +1,26 @@
+"""Pick the lock backend from settings: Redis when REDIS_URL is set, else the state store."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runtime_ops.locks.base import LockerBase
+
+if TYPE_CHECKING:
+    from runtime_ops.settings import Settings
+
+
+def open_locker(settings: Settings) -> LockerBase:
+    """A RedisLocker on `settings.redis_url` when set, else a StoreLocker on the state store.
+
+    Nothing is contacted here: an unreachable Redis surfaces as LockUnavailable on the first acquire, never as a
+    silent fallback to the state store (two processes on different backends would not exclude each other).
+    """
+    if settings.redis_url:
+        from runtime_ops.locks.redis_lock import RedisLocker
+
+        return RedisLocker(settings.redis_url)
+    from runtime_ops.locks.store_lock import StoreLocker
+    from runtime_ops.store import open_store
+
+    return StoreLocker(open_store(settings.resolved_database_url))
