@@ -71,6 +71,34 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     return 0 if result.counted else 1
 
 
+def cmd_promote(args: argparse.Namespace) -> int:
+    """Promote the approved candidate (the same saga as production_model), or print what it would change."""
+    from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
+    from runtime_ops.locks.factory import open_locker
+    from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, promotion_steps, saga_id
+    from runtime_ops.saga.engine import plan, run
+
+    store = _store()
+    try:
+        version, request = verify_promotion(store, approval_id=args.approval)
+    except PromotionRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.dry_run:
+        print(f"dry run: promoting candidate v{version} ({request['id']}) would make these transitions:")
+        for line in plan(promotion_steps(store, version=version, request=request, fence=None, run_id=None), {}):
+            print(f"  - {line}")
+        print("nothing was changed")
+        return 0
+    with open_locker(get_settings()).hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+        steps = promotion_steps(store, version=version, request=request, fence=lease.fence, run_id=None, log=print)
+        outcome = run(
+            saga_id(request), steps, {}, StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
+        )
+    print(f"saga {outcome.saga_id}: {outcome.status}")
+    return 0 if outcome.status == "done" or (args.compensate and outcome.status == "compensated") else 1
+
+
 def cmd_audit_verify(_: argparse.Namespace) -> int:
     report = _store().verify_audit()
     if report.ok:
@@ -247,6 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = ausub.add_parser("show", help="print one request's history")
     p.add_argument("request_id")
     p.set_defaults(func=cmd_audit_show)
+
+    p = sub.add_parser("promote", help="promote the approved candidate (the production_model saga) or --dry-run")
+    p.add_argument("--approval", default=None, help="approval request id (default: the current candidate's)")
+    p.add_argument("--dry-run", action="store_true", help="print the transitions; change nothing")
+    p.add_argument(
+        "--compensate", action="store_true", help="roll back an interrupted promotion instead of finishing it"
+    )
+    p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("serve", help="run the ops API (Slack interactions, approval pages, JSON API)")
     p.add_argument("--host", default="127.0.0.1")

@@ -10,7 +10,7 @@ from runtime_ops.models.assets import embedding_model, evaluation_report, produc
 from runtime_ops.models.checks import human_approval, meets_policy
 from runtime_ops.models.sensors import corpus_sensor
 from runtime_ops.resources.landing_resource import LandingResource
-from runtime_ops.resources.state import ApprovalsResource, GatePolicyResource, StateStoreResource
+from runtime_ops.resources.state import ApprovalsResource, GatePolicyResource, LocksResource, StateStoreResource
 from runtime_ops.serving.assets import document_embeddings, rag_answers, retrieval_index
 from runtime_ops.settings import Settings, get_settings
 
@@ -18,6 +18,7 @@ from runtime_ops.settings import Settings, get_settings
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     return {
         "state": StateStoreResource(database_url=settings.resolved_database_url),
+        "locks": LocksResource(redis_url=settings.redis_url, database_url=settings.resolved_database_url),
         "landing": LandingResource(
             uri=settings.resolved_landing,
             endpoint_url=settings.aws_endpoint_url,

@@ -16,11 +16,15 @@ def open_locker(settings: Settings) -> LockerBase:
     Nothing is contacted here: an unreachable Redis surfaces as LockUnavailable on the first acquire, never as a
     silent fallback to the state store (two processes on different backends would not exclude each other).
     """
-    if settings.redis_url:
+    return locker_for(settings.redis_url, settings.resolved_database_url)
+
+
+def locker_for(redis_url: str | None, database_url: str) -> LockerBase:
+    if redis_url:
         from runtime_ops.locks.redis_lock import RedisLocker
 
-        return RedisLocker(settings.redis_url)
+        return RedisLocker(redis_url)
     from runtime_ops.locks.store_lock import StoreLocker
     from runtime_ops.store import open_store
 
-    return StoreLocker(open_store(settings.resolved_database_url))
+    return StoreLocker(open_store(database_url))

@@ -6,7 +6,7 @@ import dagster as dg
 
 from runtime_ops.documents.assets import document_chunks
 from runtime_ops.models.registry import corpus, load_embedder
-from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
+from runtime_ops.resources.state import GatePolicyResource, LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
 
@@ -35,7 +35,8 @@ def embedding_model(
     if len(texts) < 2:
         raise dg.Failure(
             f"cannot train: the current corpus has {len(texts)} chunk(s); land some documents first "
-            "(see RUNTIME_OPS_LANDING)"
+            "(see RUNTIME_OPS_LANDING)",
+            allow_retries=False,
         )
     params = EmbedderParams(dim=config.dim, max_features=config.max_features, seed=config.seed)
     started = time.monotonic()
@@ -98,7 +99,7 @@ def evaluation_report(
     store = state.store()
     candidate_version = store.alias("candidate")
     if candidate_version is None:
-        raise dg.Failure("no candidate model: materialize embedding_model first")
+        raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
     production_version = store.alias("production")
     candidate = store.get_model(candidate_version)
     assert candidate is not None
@@ -107,7 +108,8 @@ def evaluation_report(
     if not questions:
         raise dg.Failure(
             f"none of the golden questions in {gate.golden_set} has a relevant document in the current corpus; "
-            "land the documents the golden set refers to, or point RUNTIME_OPS_GOLDEN_SET at a matching set"
+            "land the documents the golden set refers to, or point RUNTIME_OPS_GOLDEN_SET at a matching set",
+            allow_retries=False,
         )
     cand_metrics = evaluate_embedder(load_embedder(store, candidate_version), texts, keys, questions)
     prod_metrics = None
@@ -174,20 +176,28 @@ def evaluation_report(
 
 class PromotionConfig(dg.Config):
     approval_id: str | None = None
+    dry_run: bool = False  # log the transitions the promotion would make; change nothing
+
+
+PROMOTION_RETRY_CAP_S = 30.0
 
 
 @dg.asset(
     deps=[evaluation_report],
     group_name="models",
     kinds={"python"},
-    retry_policy=IO_RETRY,
+    tags={"dagster/max_runtime": "1800"},
     description="The `production` alias. Promotion re-verifies the decision for the exact candidate digest "
-    "itself, so a run that selects this asset without the human_approval check still refuses.",
+    "itself (so a run that selects this asset without the human_approval check still refuses), then runs as a "
+    "saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure.",
 )
 def production_model(
-    context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource
+    context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
 ) -> dg.MaterializeResult:
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
+    from runtime_ops.locks.base import LockError
+    from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, promotion_steps, saga_id
+    from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
 
     store = state.store()
     approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
@@ -196,17 +206,30 @@ def production_model(
     except PromotionRefused as exc:
         raise dg.Failure(str(exc), allow_retries=False) from None
     previous = store.alias("production")
-    if previous == version:
-        context.log.info(f"model v{version} is already in production; nothing to move")
-    else:
-        store.set_alias(
-            "production",
-            version,
-            actor=request["decided_by"] or "policy",
-            approval_id=request["id"],
-            run_id=context.run_id,
+    if config.dry_run:
+        steps = promotion_steps(store, version=version, request=request, fence=None, run_id=context.run_id)
+        lines = plan(steps, {})
+        for line in lines:
+            context.log.info(f"dry run: {line}")
+        return dg.MaterializeResult(
+            metadata={
+                "dry_run": True,
+                "plan": dg.MetadataValue.md("\n".join(f"- {x}" for x in lines)),
+                "version": dg.MetadataValue.int(previous or 0),
+            }
         )
-        context.log.info(f"production: v{previous} -> v{version} ({request['id']})")
+    try:
+        with locks.locker().hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+            steps = promotion_steps(
+                store, version=version, request=request, fence=lease.fence, run_id=context.run_id, log=context.log.info
+            )
+            outcome = run(saga_id(request), steps, {}, StoreJournal(store, context.run_id), on_event=context.log.info)
+    except (LockError, SagaFailed) as exc:
+        # Fail closed; retry with capped exponential backoff (Dagster's own backoff has no cap).
+        wait = min(PROMOTION_RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
+    except CompensationFailed as exc:
+        raise dg.Failure(f"promotion needs an operator: {exc}", allow_retries=False) from None
     model = store.get_model(version)
     assert model is not None
     return dg.MaterializeResult(
@@ -217,6 +240,8 @@ def production_model(
             "approval_id": request["id"],
             "approved_by": request["decided_by"] or "policy",
             "approval_kind": request["kind"],
+            "saga": outcome.saga_id,
+            "fence": dg.MetadataValue.int(lease.fence),
         },
         data_version=dg.DataVersion(model["digest"][:16]),
     )

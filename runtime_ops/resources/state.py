@@ -79,3 +79,15 @@ class ApprovalsResource(dg.ConfigurableResource):
             dagster_url=self.dagster_url,
             notifier=notifier,
         )
+
+
+class LocksResource(dg.ConfigurableResource):
+    """Distributed locks: Redis when REDIS_URL is set, else leases on the state store (same semantics)."""
+
+    redis_url: str | None = None
+    database_url: str
+
+    def locker(self):  # type: ignore[no-untyped-def]
+        from runtime_ops.locks.factory import locker_for
+
+        return locker_for(self.redis_url, self.database_url)

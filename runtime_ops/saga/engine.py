@@ -61,9 +61,13 @@ def run(
     on_event: Callable[[str], None] = lambda _: None,
 ) -> SagaState:
     state = journal.load(saga_id)
-    if state is not None and state.status in ("done", "compensated"):
-        on_event(f"saga {saga_id} already {state.status}: nothing to do")
+    if state is not None and state.status == "done":
+        on_event(f"saga {saga_id} already done: nothing to do")
         return state
+    if state is not None and state.status == "compensated":
+        # An earlier attempt failed and was rolled back completely: this is a fresh attempt.
+        on_event(f"saga {saga_id} was compensated after: {state.error}; starting again")
+        state = None
     if state is None:
         state = SagaState(saga_id)
         journal.save(state)

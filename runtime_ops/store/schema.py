@@ -211,6 +211,20 @@ locks = Table(
     Column("fence", BigInteger, nullable=False),
 )
 
+# Promotion sagas: their steps and status, saved after every step so a crash is finished or compensated.
+sagas = Table(
+    "sagas",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("steps", JSON, nullable=False),
+    Column("error", Text),
+    Column("owner", String(64)),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
 # One row per counted vote; M-of-N approvals are distinct actors' rows.
 approval_votes = Table(
     "approval_votes",

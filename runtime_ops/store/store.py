@@ -408,6 +408,52 @@ class StateStore(ApprovalsMixin):
                 )
             return old
 
+    def remove_alias(self, name: str, *, actor: str, run_id: str | None = None, fence: int | None = None) -> int | None:
+        """Remove `name` (fenced like set_alias); returns the target it had."""
+        now = utcnow()
+        with self.tx() as conn:
+            row = conn.execute(select(t.aliases).where(t.aliases.c.name == name).with_for_update()).first()
+            if row is None:
+                return None
+            if fence is not None and fence < row.fence:
+                raise AliasConflict(f"stale write to alias {name!r}: fencing token {fence} is older than {row.fence}")
+            conn.execute(t.aliases.delete().where(t.aliases.c.name == name))
+            conn.execute(
+                insert(t.alias_history).values(
+                    name=name, old_target=row.target, new_target=None, actor=actor, run_id=run_id, changed_at=now
+                )
+            )
+            return int(row.target)
+
+    def load_saga(self, saga_id: str) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            row = conn.execute(select(t.sagas).where(t.sagas.c.id == saga_id)).first()
+            return dict(row._mapping) if row else None
+
+    def save_saga(
+        self, saga_id: str, *, kind: str, status: str, steps: list[dict[str, Any]], error: str | None, owner: str | None
+    ) -> None:
+        now = utcnow()
+        with self.tx() as conn:
+            res = conn.execute(
+                update(t.sagas)
+                .where(t.sagas.c.id == saga_id)
+                .values(status=status, steps=steps, error=error, owner=owner, updated_at=now)
+            )
+            if not res.rowcount:
+                conn.execute(
+                    insert(t.sagas).values(
+                        id=saga_id,
+                        kind=kind,
+                        status=status,
+                        steps=steps,
+                        error=error,
+                        owner=owner,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+
     def alias_history(self, name: str) -> list[dict[str, Any]]:
         with self.tx() as conn:
             q = select(t.alias_history).where(t.alias_history.c.name == name).order_by(t.alias_history.c.id)

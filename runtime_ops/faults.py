@@ -1,0 +1,25 @@
+"""Failpoints for fault-injection tests: `RUNTIME_OPS_FAILPOINTS="name=crash,other=raise"`.
+
+`crash` ends the process at once (as a SIGKILL or power loss would: no cleanup, no exception handlers);
+`raise` raises FailpointError. Unset, a failpoint costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class FailpointError(RuntimeError):
+    pass
+
+
+def failpoint(name: str) -> None:
+    spec = os.environ.get("RUNTIME_OPS_FAILPOINTS")
+    if not spec:
+        return
+    actions = dict(item.split("=", 1) for item in spec.split(",") if "=" in item)
+    action = actions.get(name)
+    if action == "crash":
+        os._exit(137)
+    if action == "raise":
+        raise FailpointError(f"failpoint {name} triggered")

@@ -1,0 +1,132 @@
+"""Promotion as a saga under the promotion lock: move `production`, build and swap the index, announce.
+
+Every alias write carries the lock's fencing token, so a holder that paused past its lease cannot overwrite a
+newer promotion. Each step is persisted; a failure compensates the completed steps in reverse (the alias moves
+back, the previous index returns, the announcement is retracted), and a crash is finished by the next run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from runtime_ops.faults import failpoint
+from runtime_ops.saga.engine import SagaState, Step
+from runtime_ops.serving.indexing import build_index, embed_missing
+from runtime_ops.store import StateStore
+
+LOCK_NAME = "promotion"
+# The lease is renewed every third of its TTL while held; a holder that dies frees the lock within the TTL,
+# inside the next promotion's bounded wait.
+LOCK_TTL_MS = 15_000
+LOCK_WAIT_S = 30.0
+
+
+class StoreJournal:
+    """Saga state in the state store's `sagas` table."""
+
+    def __init__(self, store: StateStore, owner: str | None, kind: str = "promotion") -> None:
+        self.store, self.owner, self.kind = store, owner, kind
+
+    def load(self, saga_id: str) -> SagaState | None:
+        row = self.store.load_saga(saga_id)
+        if row is None:
+            return None
+        return SagaState(saga_id, status=row["status"], steps=list(row["steps"] or []), error=row["error"])
+
+    def save(self, state: SagaState) -> None:
+        self.store.save_saga(
+            state.saga_id, kind=self.kind, status=state.status, steps=state.steps, error=state.error, owner=self.owner
+        )
+
+
+def saga_id(request: dict[str, Any]) -> str:
+    return f"promote-{request['id']}"
+
+
+def promotion_steps(
+    store: StateStore,
+    *,
+    version: int,
+    request: dict[str, Any],
+    fence: int | None,
+    run_id: str | None,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[Step]:
+    actor = request.get("decided_by") or "policy"
+
+    def move_alias(ctx: dict[str, Any]) -> dict[str, Any]:
+        previous = store.alias("production")
+        failpoint("promotion.alias")
+        store.set_alias("production", version, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence)
+        log(f"production: v{previous} -> v{version}")
+        return {"previous_production": previous}
+
+    def undo_alias(ctx: dict[str, Any], data: dict[str, Any]) -> None:
+        previous = data.get("previous_production")
+        if previous is None:
+            store.remove_alias("production", actor="compensation", run_id=run_id, fence=fence)
+        else:
+            store.set_alias(
+                "production", previous, actor="compensation", approval_id=request["id"], run_id=run_id, fence=fence
+            )
+        log(f"compensated: production back to v{previous}")
+
+    def swap_index(ctx: dict[str, Any]) -> dict[str, Any]:
+        embed_missing(store, version, log)
+        failpoint("promotion.index")
+        built = build_index(store, version, run_id)
+        previous = store.alias("retrieval_index")
+        store.set_alias(
+            "retrieval_index", built.index_id, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
+        )
+        return {"previous_index": previous, "index_id": built.index_id}
+
+    def undo_index(ctx: dict[str, Any], data: dict[str, Any]) -> None:
+        previous = data.get("previous_index")
+        if previous is None:
+            store.remove_alias("retrieval_index", actor="compensation", run_id=run_id, fence=fence)
+        else:
+            store.set_alias("retrieval_index", previous, actor="compensation", run_id=run_id, fence=fence)
+        log(f"compensated: retrieval_index back to #{previous}")
+
+    def announce(ctx: dict[str, Any]) -> dict[str, Any]:
+        failpoint("promotion.announce")
+        store.audit(
+            event="promoted",
+            request_id=request["id"],
+            actor=actor,
+            channel="dagster",
+            outcome="done",
+            detail={"version": version, "previous": ctx.get("previous_production"), "run_id": run_id},
+        )
+        return {"announced": True}
+
+    def retract(ctx: dict[str, Any], data: dict[str, Any]) -> None:
+        store.audit(
+            event="promotion_retracted",
+            request_id=request["id"],
+            channel="dagster",
+            outcome="retracted",
+            detail={"version": version, "run_id": run_id},
+        )
+
+    def describe_alias(ctx: dict[str, Any]) -> str:
+        return f"production: v{store.alias('production')} -> v{version} (fenced write)"
+
+    def describe_index(ctx: dict[str, Any]) -> str:
+        counts = store.embedding_counts(version)
+        todo = counts["current_chunks"] - counts["embedded"]
+        return (
+            f"embed {todo} chunks with v{version}, build an index of {counts['current_chunks']} chunks, "
+            f"retrieval_index: #{store.alias('retrieval_index')} -> the new index (fenced write)"
+        )
+
+    def describe_announce(ctx: dict[str, Any]) -> str:
+        return f"record the promotion in the audit log of {request['id']}"
+
+    return [
+        Step("move_production_alias", move_alias, undo_alias, describe_alias),
+        Step("swap_retrieval_index", swap_index, undo_index, describe_index),
+        Step("announce", announce, retract, describe_announce),
+    ]
