@@ -86,3 +86,12 @@ def test_plan_describes_without_running() -> None:
     log: list[str] = []
     assert plan(_steps(log), {"who": "v2"}) == ["alias: alias for v2", "index: index for v2", "notify: notify for v2"]
     assert log == []
+
+
+def test_a_compensated_saga_can_be_attempted_again() -> None:
+    journal = MemoryJournal()
+    with pytest.raises(SagaFailed):
+        run("s1", _steps([], fail_at="index"), {"who": "v2"}, journal)
+    log: list[str] = []
+    assert run("s1", _steps(log), {"who": "v2"}, journal).status == "done"
+    assert log == ["do alias", "do index", "do notify"]
