@@ -7,6 +7,8 @@ expiries and compensations happen once, and a message that missed an update is b
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,6 +25,8 @@ log = logging.getLogger("runtime_ops.approvals")
 COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(CANARY_ALIAS)}
 DEFAULT_LINK_TTL = timedelta(hours=24)
 LOCAL_APPROVER = "local"
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+NOTIFY_STALE_AFTER = timedelta(minutes=2)
 
 
 def view_state(request: dict[str, Any], approvals: int) -> str:
@@ -104,17 +108,55 @@ class Announcer:
         return summary
 
     def announce(self, request: dict[str, Any], now: datetime) -> None:
+        """Post a request once, under the idempotency ledger: a crash between posting and recording it is
+        noticed (the claim is `started`) and the next tick says so in the message instead of posting blindly."""
+        key = f"notify:{request['id']}"
+        claim = self.store.claim_effect(key, "notify", OWNER, now=now, stale_after=NOTIFY_STALE_AFTER)
+        if claim.action == "busy":
+            return
+        if claim.action == "skip":  # posted earlier; only the bookkeeping was lost
+            result = claim.result or {}
+            self.store.mark_notified(
+                request["id"],
+                now=now,
+                channel=result.get("channel_kind", "slack"),
+                slack_channel=result.get("channel"),
+                slack_ts=result.get("ts"),
+                slack_status=result.get("slack_status"),
+                detail={"recovered": True},
+            )
+            return
+        resent = claim.action == "takeover"
+        try:
+            result = self._post(request, now, resent=resent)
+        except Exception as exc:
+            self.store.fail_effect(key, f"{type(exc).__name__}: {exc}")
+            raise
+        self.store.finish_effect(key, result, now=now)
+        self.store.mark_notified(
+            request["id"],
+            now=now,
+            channel=result["channel_kind"],
+            slack_channel=result.get("channel"),
+            slack_ts=result.get("ts"),
+            slack_status=result.get("slack_status"),
+            detail={"links_for": result["links_for"], "ts": result.get("ts"), "resent": resent},
+        )
+
+    def _post(self, request: dict[str, Any], now: datetime, *, resent: bool) -> dict[str, Any]:
         approvers = self.approvers(request)
+        note = " (sent again: an earlier announcement was interrupted and may have gone out too)" if resent else ""
         if self.notifier is None:
             for approver in approvers:
                 self.emit(
                     f"approval request {request['id']} (candidate v{request['candidate_version']}) waits for "
-                    f"{approver}: {self.link(request, approver, now)}"
+                    f"{approver}: {self.link(request, approver, now)}{note}"
                 )
-            self.store.mark_notified(request["id"], now=now, channel="log", detail={"links_for": approvers})
-            return
+            return {"channel_kind": "log", "links_for": approvers}
         view = self.view(request)
         channel, ts = self.notifier.post_request(view)
+        if resent:
+            self.notifier.post_thread(channel, ts, note.strip(" ()").capitalize() + ".")
         for approver in approvers:
             if approver != LOCAL_APPROVER:
                 self.notifier.ephemeral(
@@ -122,15 +164,13 @@ class Announcer:
                     approver,
                     f"Your personal approval link for {request['id']}: {self.link(request, approver, now)}",
                 )
-        self.store.mark_notified(
-            request["id"],
-            now=now,
-            channel="slack",
-            slack_channel=channel,
-            slack_ts=ts,
-            slack_status=view_state(request, len(view.approvals)),
-            detail={"links_for": approvers, "ts": ts},
-        )
+        return {
+            "channel_kind": "slack",
+            "channel": channel,
+            "ts": ts,
+            "links_for": approvers,
+            "slack_status": view_state(request, len(view.approvals)),
+        }
 
     def announce_escalation(self, request: dict[str, Any], now: datetime) -> None:
         approvers = self.approvers(request, escalation=True)

@@ -225,6 +225,22 @@ sagas = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
+# The idempotency ledger: one row per side effect, keyed by what it is derived from. `started` rows whose
+# owner stopped heartbeating are taken over (resumed or compensated by the caller), never silently repeated.
+effects = Table(
+    "effects",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("status", String(16), nullable=False),  # started | finished | failed
+    Column("owner", String(128)),
+    Column("attempts", Integer, nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    Column("result", JSON),
+    Column("error", Text),
+)
+
 # One row per counted vote; M-of-N approvals are distinct actors' rows.
 approval_votes = Table(
     "approval_votes",

@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.approvals import ApprovalsMixin
+from runtime_ops.store.effects import EffectsMixin
 from runtime_ops.store.migrate import upgrade_to_head
 from runtime_ops.store.sql import insert_ignore, utcnow
 
@@ -81,7 +82,7 @@ def open_store(url: str, *, migrate: bool = True) -> StateStore:
     return StateStore(engine)
 
 
-class StateStore(ApprovalsMixin):
+class StateStore(ApprovalsMixin, EffectsMixin):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
