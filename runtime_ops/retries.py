@@ -2,9 +2,24 @@ from __future__ import annotations
 
 import dagster as dg
 
-# I/O-bound steps (object store, database) retry transient failures. Work already recorded in the state
-# store is skipped on the retry, so a retry resumes rather than repeats.
-IO_RETRY = dg.RetryPolicy(max_retries=3, delay=2.0, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+def capped_retry_policy(delay_s: float, max_delay_s: float) -> dg.RetryPolicy:
+    """Exponential backoff with full jitter whose longest wait stays under `max_delay_s`.
+
+    Dagster's exponential delay is `(2^attempt - 1) * delay` with no cap, so the cap is kept by choosing how
+    many retries there are; full jitter only ever shortens a wait.
+    """
+    retries = 0
+    while (2 ** (retries + 1) - 1) * delay_s <= max_delay_s:
+        retries += 1
+    if retries == 0:
+        raise ValueError(f"a first retry after {delay_s}s already exceeds the cap of {max_delay_s}s")
+    return dg.RetryPolicy(max_retries=retries, delay=delay_s, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.FULL)
+
+
+# I/O-bound steps (object store, database) retry transient failures: waits of at most 2, 6, 14, 30 s. Work
+# already recorded in the state store is skipped on the retry, so a retry resumes rather than repeats.
+IO_RETRY = capped_retry_policy(delay_s=2.0, max_delay_s=30.0)
 
 # Runs that pass through the approval gate must not be re-executed by Dagster's run retries: a retried
 # "pending approval" check would just fail again, and a promotion is retried by a new decision instead.

@@ -264,18 +264,19 @@ def test_update_of_unknown_message(notifier: SlackNotifier) -> None:
 
 
 def test_injected_faults(slack: SlackServer, notifier: SlackNotifier) -> None:
-    slack.fail_next("chat.postMessage", error="ratelimited", retry_after=3)
+    # The client retries 429 twice and 500/503 three times; faults that outlast the retries surface as errors.
+    slack.fail_next("chat.postMessage", error="ratelimited", retry_after=1, times=3)
     with pytest.raises(SlackError) as info:
         notifier.post_request(view())
-    assert info.value.error == "ratelimited" and info.value.retry_after == 3 and info.value.retryable
+    assert info.value.error == "ratelimited" and info.value.retry_after == 1 and info.value.retryable
     assert "chat.postMessage failed: ratelimited (HTTP 429)" in str(info.value)
 
-    slack.fail_next("chat.postMessage", status=500)
+    slack.fail_next("chat.postMessage", status=500, times=4)
     with pytest.raises(SlackError) as info:
         notifier.post_request(view())
     assert info.value.status == 500 and info.value.retryable
 
-    slack.fail_next("chat.postMessage", status=503, body="<html>upstream down</html>")
+    slack.fail_next("chat.postMessage", status=503, body="<html>upstream down</html>", times=4)
     with pytest.raises(SlackError, match=r"chat\.postMessage failed: http_503"):
         notifier.post_request(view())
 

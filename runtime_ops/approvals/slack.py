@@ -66,6 +66,19 @@ def slack_client(token: str, api_url: str | None) -> slack_sdk.WebClient:
     if api_url:
         client.base_url = api_url if api_url.endswith("/") else api_url + "/"
     client.timeout = DEFAULT_TIMEOUT_SECONDS
+    # slack_sdk's own retry handlers: connection errors (installed by default), 429 after its Retry-After, and
+    # 500/503 with exponential backoff and jitter. Other errors (4xx, ok=false) are never retried.
+    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
+    from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+
+    client.retry_handlers.extend(
+        [
+            RateLimitErrorRetryHandler(max_retry_count=2),
+            ServerErrorRetryHandler(
+                max_retry_count=3, interval_calculator=BackoffRetryIntervalCalculator(backoff_factor=0.25)
+            ),
+        ]
+    )
     return client
 
 
