@@ -15,6 +15,7 @@ ingest_job = dg.define_asset_job(
     "ingest_job",
     selection=dg.AssetSelection.assets(raw_documents, document_chunks),
     partitions_def=landing_batches,
+    tags={"dagster/max_runtime": "3600"},
     description="Parse and chunk one landing batch.",
 )
 
@@ -23,7 +24,7 @@ ingest_job = dg.define_asset_job(
 train_job = dg.define_asset_job(
     "train_job",
     selection=dg.AssetSelection.assets(embedding_model, evaluation_report, production_model) | _SERVING,
-    tags=GATED_RUN_TAGS,
+    tags={**GATED_RUN_TAGS, "dagster/max_runtime": "3600"},
     description="Retrain the embedder, evaluate it against production, and promote it if the gate passes.",
 )
 
@@ -33,13 +34,14 @@ promotion_job = dg.define_asset_job(
     selection=dg.AssetSelection.checks(meets_policy, human_approval)
     | dg.AssetSelection.assets(production_model)
     | _SERVING,
-    tags=GATED_RUN_TAGS,
+    tags={**GATED_RUN_TAGS, "dagster/max_runtime": "3600"},
     description="Promote an approved candidate, then rebuild embeddings, the index and the answers.",
 )
 
 index_job = dg.define_asset_job(
     "index_job",
     selection=_SERVING,
+    tags={"dagster/max_runtime": "3600"},
     description="Bring embeddings, the retrieval index and the answers up to date with the production model.",
 )
 

@@ -186,7 +186,6 @@ PROMOTION_RETRY_CAP_S = 30.0
     deps=[evaluation_report],
     group_name="models",
     kinds={"python"},
-    tags={"dagster/max_runtime": "1800"},
     description="The `production` alias. Promotion re-verifies the decision for the exact candidate digest "
     "itself (so a run that selects this asset without the human_approval check still refuses), then runs as a "
     "saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure.",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_ops.faults import failpoint
 from runtime_ops.models.registry import load_embedder
 from runtime_ops.store import StateStore
 
@@ -34,6 +35,7 @@ def embed_missing(store: StateStore, version: int, log: Callable[[str], None] = 
         vectors = embedder.embed([text for _, text in batch])
         written += store.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
         log(f"embedded {written}/{todo} chunks with model v{version}")
+        failpoint("embeddings.batch")  # after the batch is committed: a fault test may kill or slow us here
 
 
 @dataclass(frozen=True)
