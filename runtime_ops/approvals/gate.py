@@ -59,31 +59,22 @@ def evaluate_gate(
             f"candidate v{version} does not meet the policy: {verdict['reason']}",
             report,
         )
-    if verdict["auto_approve"]:
-        request, _ = store.open_request(
-            candidate_version=version,
-            candidate_digest=report["candidate_digest"],
-            eval_report_id=report["id"],
-            requested_by=requested_by,
-            kind="policy",
-            decided_by="policy",
-            decision_reason=verdict["reason"],
-            run_id=run_id,
-        )
-    else:
-        request, created = store.open_request(
-            candidate_version=version,
-            candidate_digest=report["candidate_digest"],
-            eval_report_id=report["id"],
-            requested_by=requested_by,
-            kind="human",
-            run_id=run_id,
-            policy=policy,
-            compensation=CANARY_COMPENSATION,
-            now=now,
-        )
-        if created:
-            store.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
+    auto = bool(verdict["auto_approve"])
+    request, created = store.open_request(
+        candidate_version=version,
+        candidate_digest=report["candidate_digest"],
+        eval_report_id=report["id"],
+        requested_by=requested_by,
+        kind="policy" if auto else "human",
+        decided_by="policy" if auto else None,
+        decision_reason=verdict["reason"] if auto else None,
+        run_id=run_id,
+        policy=policy,
+        compensation=CANARY_COMPENSATION,
+        now=now,
+    )
+    if created and not auto:
+        store.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
     return outcome_for(request, report)
 
 
