@@ -8,9 +8,11 @@ from runtime_ops.documents.sensors import landing_sensor
 from runtime_ops.jobs import ALL_JOBS
 from runtime_ops.models.assets import embedding_model, evaluation_report, production_model
 from runtime_ops.models.checks import human_approval, meets_policy
+from runtime_ops.models.regression import no_regression, production_evaluation, regression_job
 from runtime_ops.models.sensors import corpus_sensor
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import ApprovalsResource, GatePolicyResource, LocksResource, StateStoreResource
+from runtime_ops.schedules import regression_schedule, retrain_schedule
 from runtime_ops.serving.assets import document_embeddings, rag_answers, retrieval_index
 from runtime_ops.settings import Settings, get_settings
 
@@ -58,9 +60,11 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             document_embeddings,
             retrieval_index,
             rag_answers,
+            production_evaluation,
         ],
-        asset_checks=[meets_policy, human_approval],
-        jobs=ALL_JOBS,
+        asset_checks=[meets_policy, human_approval, no_regression],
+        jobs=[*ALL_JOBS, regression_job],
+        schedules=[retrain_schedule, regression_schedule],
         sensors=[landing_sensor, corpus_sensor, approvals_sensor],
         resources=build_resources(settings),
     )

@@ -16,6 +16,7 @@ class Flow:
     instance: dg.DagsterInstance
     defs: dg.Definitions = field(default_factory=lambda: build_definitions(load_settings()))
     cursors: dict[str, str | None] = field(default_factory=dict)
+    automation_cursor: Any = None
     launched_keys: set[tuple[str, str]] = field(default_factory=set)
 
     def tick(self, sensor_name: str) -> list[dg.RunRequest]:
@@ -76,3 +77,15 @@ class Flow:
             raise_on_error=False,
             **kwargs,
         )
+
+    def automate(self) -> tuple[set[str], dg.ExecuteInProcessResult | None]:
+        """One declarative-automation tick: what it requests is materialized in one run, as the daemon would."""
+        result = dg.evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, cursor=self.automation_cursor
+        )
+        self.automation_cursor = result.cursor
+        keys = {r.key for r in result.results if r.true_subset.size and isinstance(r.key, dg.AssetKey)}
+        if not keys:
+            return set(), None
+        run = self.materialize(sorted(keys, key=lambda k: k.to_user_string()))
+        return {k.to_user_string() for k in keys}, run

@@ -43,6 +43,7 @@ def test_approval_through_cli_promotes_and_reindexes(
     flow = Flow(dagster_instance)
     store = open_store(get_settings().resolved_database_url)
     first, second = corpus_halves
+    assert flow.automate() == (set(), None)  # the automation sensor's first tick only takes a baseline
 
     _copy(first, landing)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
@@ -51,6 +52,8 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert store.alias("production") == 1
     assert store.current_index()["model_version"] == 1
     assert store.list_requests()[0]["kind"] == "policy"
+    # The automation sensor ticks all along; the train run already materialized the serving assets.
+    assert flow.automate() == (set(), None)
 
     _copy(second, landing)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
@@ -70,9 +73,13 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert store.alias("production") == 1
     assert [h["new_target"] for h in store.alias_history("production")] == [1]
 
-    # New documents still reach the index with the current production model while the approval waits.
-    [reindex] = flow.tick_and_run("corpus_sensor")
-    assert reindex.success and store.current_index()["model_version"] == 1
+    # New documents still reach the index with the current production model while the approval waits: the
+    # serving assets follow their upstream through declarative automation.
+    requested, reindex = flow.automate()
+    assert "document_embeddings" in requested and reindex is not None and reindex.success
+    assert store.current_index()["model_version"] == 1
+    assert store.current_index()["corpus_revision"] == store.corpus_revision()
+    assert flow.automate() == (set(), None)  # handled: nothing more to do
 
     assert cli(["approvals", "approve", pending["id"], "--as", "alice", "--reason", "looks fine"]) == 0
     assert "approved by alice" in capsys.readouterr().out
@@ -99,6 +106,7 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert latest
     assert flow.tick("approvals_sensor") == []
     assert flow.tick("corpus_sensor") == []
+    assert flow.automate()[0] <= {"rag_answers", "document_embeddings", "retrieval_index"}
 
 
 def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_path, corpus_halves) -> None:

@@ -1,8 +1,8 @@
-"""The corpus sensor: new ingested documents lead to a retrain, or at least to a fresh index."""
+"""The corpus sensor: newly ingested documents lead to a retrain."""
 
 import dagster as dg
 
-from runtime_ops.jobs import index_job, train_job
+from runtime_ops.jobs import train_job
 from runtime_ops.resources.state import StateStoreResource
 
 LIFECYCLE_JOBS = ("train_job", "promotion_job", "index_job")
@@ -23,11 +23,11 @@ def active_lifecycle_run(instance: dg.DagsterInstance) -> str | None:
 
 
 @dg.sensor(
-    jobs=[train_job, index_job],
+    jobs=[train_job],
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="When ingestion advances the corpus: retrain (train_job) if the newest model predates it, "
-    "otherwise re-embed and re-index with the production model (index_job). One lifecycle run at a time.",
+    description="When ingestion advances the corpus past the newest model, retrain (train_job); one lifecycle "
+    "run at a time. New documents reach embeddings and the index through declarative automation.",
 )
 def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
     store = state.store()
@@ -40,10 +40,4 @@ def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource
     latest = store.latest_model()
     if latest is None or latest["corpus_revision"] < revision:
         return dg.RunRequest(job_name="train_job", run_key=f"train-rev{revision}")
-    production = store.alias("production")
-    index = store.current_index()
-    if production is not None and (
-        index is None or index["model_version"] != production or index["corpus_revision"] < revision
-    ):
-        return dg.RunRequest(job_name="index_job", run_key=f"index-v{production}-rev{revision}")
-    return dg.SkipReason(f"model and index are up to date with corpus revision {revision}")
+    return dg.SkipReason(f"the newest model is trained on corpus revision {revision}")

@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 import numpy as np
 
+from runtime_ops.automation import FOLLOW_UPSTREAM
 from runtime_ops.documents.assets import document_chunks
 from runtime_ops.models.assets import production_model
 from runtime_ops.models.registry import load_embedder
@@ -27,6 +28,7 @@ def _production_version(store) -> int:  # type: ignore[no-untyped-def]
     group_name="serving",
     kinds={"python"},
     retry_policy=IO_RETRY,
+    automation_condition=FOLLOW_UPSTREAM,
     description="Every current chunk embedded with the production model. Incremental and resumable: a chunk "
     "is embedded once per model version; a killed run resumes where it stopped.",
 )
@@ -53,6 +55,7 @@ def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreReso
     group_name="serving",
     kinds={"numpy"},
     retry_policy=IO_RETRY,
+    automation_condition=FOLLOW_UPSTREAM,
     description="The retrieval index (normalised vectors + chunk ids) for the production model, swapped in "
     "atomically through the `retrieval_index` alias (reused when the promotion already built it).",
 )
@@ -99,6 +102,7 @@ def default_questions() -> list[str]:
     group_name="serving",
     kinds={"python"},
     retry_policy=IO_RETRY,
+    automation_condition=FOLLOW_UPSTREAM,
     description="Answers to questions from the retrieval index: extractive (best sentences of the top chunks) "
     "when no RUNTIME_OPS_MODEL_ENDPOINT is configured.",
 )

@@ -1,0 +1,17 @@
+"""Declarative automation conditions shared by the assets."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+# Run when an upstream asset updated, but not while it (or the target) is still running, and never past a
+# failed blocking check. Unlike `eager()`, a missing partition upstream (a landing batch whose ingestion
+# failed) does not hold the whole corpus back; a missing unpartitioned dependency (no production model yet)
+# still does.
+FOLLOW_UPSTREAM = (
+    (dg.AutomationCondition.newly_missing() | dg.AutomationCondition.any_deps_updated()).since_last_handled()
+    & ~dg.AutomationCondition.any_deps_missing().ignore(dg.AssetSelection.assets("document_chunks"))
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+    & dg.AutomationCondition.all_deps_blocking_checks_passed()
+).with_label("follow upstream (blocking checks respected)")
