@@ -43,6 +43,8 @@ system-packages:
 		missing="$$missing redis-server"; fi; \
 	if [ ! -x /usr/bin/chromium ]; then \
 		missing="$$missing chromium"; fi; \
+	if [ ! -x /usr/bin/prometheus-alertmanager ] || [ ! -x /usr/bin/amtool ]; then \
+		missing="$$missing prometheus-alertmanager"; fi; \
 	if [ -n "$$missing" ]; then \
 		echo ">> installing system packages:$$missing"; \
 		if ! command -v apt-get >/dev/null 2>&1; then \

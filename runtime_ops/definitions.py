@@ -2,6 +2,8 @@
 
 import dagster as dg
 
+from runtime_ops.alerts.jobs import ALERT_JOBS
+from runtime_ops.alerts.sensors import alert_rules_resource, alert_sensor
 from runtime_ops.approvals.sensors import approvals_sensor
 from runtime_ops.documents.assets import document_chunks, raw_documents
 from runtime_ops.documents.sensors import landing_sensor
@@ -24,6 +26,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "landing": LandingResource(
             uri=settings.resolved_landing,
             endpoint_url=settings.aws_endpoint_url,
+            sqs_queue_url=settings.sqs_queue_url,
             batch_max_objects=settings.batch_max_objects,
             scan_max_keys=settings.scan_max_keys,
             max_document_bytes=settings.max_document_bytes,
@@ -39,6 +42,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             slack_channel=settings.slack_approval_channel,
             slack_api_url=settings.slack_api_url,
         ),
+        "alert_rules": alert_rules_resource(str(settings.resolved_alert_rules)),
         "gate": GatePolicyResource(
             primary_metric=settings.primary_metric,
             auto_approve_margin=settings.auto_approve_margin,
@@ -63,9 +67,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
             production_evaluation,
         ],
         asset_checks=[meets_policy, human_approval, no_regression],
-        jobs=[*ALL_JOBS, regression_job],
+        jobs=[*ALL_JOBS, regression_job, *ALERT_JOBS],
         schedules=[retrain_schedule, regression_schedule],
-        sensors=[landing_sensor, corpus_sensor, approvals_sensor],
+        sensors=[landing_sensor, corpus_sensor, approvals_sensor, alert_sensor],
         resources=build_resources(settings),
     )
 

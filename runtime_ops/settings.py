@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     approvers_raw: str = Field("", **_env("RUNTIME_OPS_APPROVERS"))
     escalation_approvers_raw: str = Field("", **_env("RUNTIME_OPS_ESCALATION_APPROVERS"))
     model_endpoint: str | None = Field(None, **_env("RUNTIME_OPS_MODEL_ENDPOINT"))
+    webhook_secret: SecretStr | None = Field(None, **_env("RUNTIME_OPS_WEBHOOK_SECRET"))
     model_api_key: SecretStr | None = Field(None, **_env("RUNTIME_OPS_MODEL_API_KEY"))
     model_name: str = Field("runtime-ops-rag", **_env("RUNTIME_OPS_MODEL_NAME"))
 
@@ -82,6 +83,10 @@ class Settings(BaseSettings):
     escalate_after: timedelta | None = Field(timedelta(hours=4), **_env("RUNTIME_OPS_ESCALATE_AFTER"))
     expire_after: timedelta | None = Field(timedelta(hours=24), **_env("RUNTIME_OPS_EXPIRE_AFTER"))
     dagster_url: str = Field("http://127.0.0.1:3000", **_env("RUNTIME_OPS_DAGSTER_URL"))
+
+    # Alerts: the remediation rule file the alert sensor reads, and the bearer token Alertmanager must send.
+    alert_rules: Path | None = Field(None, **_env("RUNTIME_OPS_ALERT_RULES"))
+    alert_token: SecretStr | None = Field(None, **_env("RUNTIME_OPS_ALERT_TOKEN"))
 
     @field_validator("database_url")
     @classmethod
@@ -113,6 +118,16 @@ class Settings(BaseSettings):
         if v.startswith("s3://") and not v[len("s3://") :].split("/", 1)[0]:
             raise ValueError("s3:// URL has no bucket name; use s3://bucket[/prefix]")
         return v
+
+    @field_validator("alert_rules", mode="before")
+    @classmethod
+    def _check_alert_rules(cls, v: object) -> object:
+        if v is None or v == "":
+            return None
+        path = Path(str(v)).expanduser()
+        if not path.is_file():
+            raise ValueError("no such rule file (see runtime_ops/alerts/rules.example.yaml for the format)")
+        return path
 
     @field_validator("escalate_after", "expire_after", mode="before")
     @classmethod
@@ -168,6 +183,12 @@ class Settings(BaseSettings):
     @property
     def escalation_approvers(self) -> tuple[str, ...]:
         return tuple(x.strip() for x in self.escalation_approvers_raw.split(",") if x.strip())
+
+    @property
+    def resolved_alert_rules(self) -> Path:
+        if self.alert_rules:
+            return self.alert_rules
+        return Path(__file__).parent / "alerts" / "rules.example.yaml"
 
     @property
     def resolved_golden_set(self) -> Path:

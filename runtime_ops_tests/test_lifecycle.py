@@ -52,8 +52,9 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert store.alias("production") == 1
     assert store.current_index()["model_version"] == 1
     assert store.list_requests()[0]["kind"] == "policy"
-    # The automation sensor ticks all along; the train run already materialized the serving assets.
-    assert flow.automate() == (set(), None)
+    # The automation sensor ticks all along: the train run already materialized the serving assets, and the
+    # promotion triggers a regression evaluation.
+    assert flow.automate()[0] == {"production_evaluation"}
 
     _copy(second, landing)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
@@ -106,7 +107,8 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert latest
     assert flow.tick("approvals_sensor") == []
     assert flow.tick("corpus_sensor") == []
-    assert flow.automate()[0] <= {"rag_answers", "document_embeddings", "retrieval_index"}
+    # The promotion already rebuilt the serving assets; what is left is the regression evaluation it triggers.
+    assert flow.automate()[0] == {"production_evaluation"}
 
 
 def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_path, corpus_halves) -> None:

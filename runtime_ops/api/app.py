@@ -1,4 +1,4 @@
-"""The ops API: Slack interactions, signed approval pages, the approvals JSON API, health.
+"""The ops API: Slack interactions, signed approval pages, the approvals JSON API, the alert inbox, health.
 
 `create_app()` builds it from the settings; tests pass their own settings and clock. Handlers are plain
 `def`s: FastAPI runs them in its thread pool, and each does one short state-store transaction, so a Slack
@@ -8,6 +8,8 @@ click is acknowledged well within Slack's 3 seconds; Slack message updates run a
 from __future__ import annotations
 
 import contextlib
+import hmac
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
@@ -20,7 +22,9 @@ from sqlalchemy import select, text
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops import clock as default_clock
+from runtime_ops.alerts.webhook import MalformedPayload, parse_payload
 from runtime_ops.api.pages import evidence_page, outcome_page
+from runtime_ops.api.webhooks import landing_router
 from runtime_ops.approvals import links
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack import MalformedInteraction, SlackNotifier, parse_interaction, slack_client
@@ -29,6 +33,33 @@ from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 
 _REFUSAL_STATUS = {"tampered": 403, "expired": 410}
+log = logging.getLogger("runtime_ops.api")
+# Alertmanager batches alerts (max_alerts, default unlimited); a body past this is refused, not half-read.
+_MAX_ALERT_BODY = 16 * 1024 * 1024
+_ALERT_FIELDS = (
+    "id",
+    "fingerprint",
+    "alertname",
+    "status",
+    "starts_at",
+    "ends_at",
+    "labels",
+    "annotations",
+    "generator_url",
+    "receiver",
+    "received_at",
+    "updated_at",
+    "resolved_at",
+    "rule",
+    "action",
+    "action_status",
+    "action_detail",
+    "action_params",
+    "run_key",
+    "run_id",
+    "approval_id",
+    "handled_at",
+)
 _THREADS = 10
 _PUBLIC_FIELDS = (
     "id",
@@ -86,6 +117,14 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
 
     app = FastAPI(title="runtime_ops ops API", version="1", lifespan=lifespan)
     app.state.store = store
+    app.include_router(
+        landing_router(
+            settings.webhook_secret.get_secret_value() if settings.webhook_secret else None,
+            settings.resolved_landing,
+            settings.aws_endpoint_url,
+            settings.max_document_bytes,
+        )
+    )
 
     def sync_slack(request_id: str, response_url: str | None = None) -> None:
         request = store.get_request(request_id)
@@ -221,6 +260,44 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
             return JSONResponse({"error": f"unknown status {status!r}; use one of {sorted(allowed)}"}, 400)
         rows = store.list_requests(status=status, limit=max(1, min(limit, 500)))
         return JSONResponse(jsonable_encoder([{k: r.get(k) for k in _PUBLIC_FIELDS} for r in rows]))
+
+    # ------------------------------------------------------------------ Alertmanager inbox
+    alert_token = settings.alert_token.get_secret_value() if settings.alert_token else None
+
+    @app.post("/alerts/alertmanager")
+    async def alertmanager_webhook(request: Request) -> JSONResponse:
+        """Alertmanager's webhook (version 4). 4xx for what a retry cannot fix (Alertmanager does not retry
+        them); 503 only when nothing was recorded (it retries 5xx, and a redelivery is a no-op)."""
+        if alert_token is not None:
+            supplied = request.headers.get("authorization", "")
+            if not hmac.compare_digest(supplied.encode(), f"Bearer {alert_token}".encode()):
+                return JSONResponse({"error": "missing or wrong bearer token (RUNTIME_OPS_ALERT_TOKEN)"}, 401)
+        body = await request.body()
+        if len(body) > _MAX_ALERT_BODY:
+            return JSONResponse({"error": f"body larger than {_MAX_ALERT_BODY} bytes"}, 413)
+        try:
+            payload = parse_payload(body)
+        except MalformedPayload as exc:
+            return JSONResponse({"error": f"malformed Alertmanager webhook: {exc}"}, 400)
+        try:
+            counts = await run_in_threadpool(
+                store.record_alerts,
+                [a.row() for a in payload.alerts],
+                receiver=payload.receiver[:256],
+                group_key=payload.group_key,
+                now=now(),
+            )
+        except Exception as exc:  # one transaction: nothing was recorded, so Alertmanager's retry is safe
+            log.exception("alert webhook not recorded")
+            return JSONResponse({"error": f"alerts not recorded ({type(exc).__name__}); retry later"}, 503)
+        return JSONResponse({"status": "recorded", "alerts": len(payload.alerts), **counts})
+
+    @app.get("/api/alerts")
+    def list_alerts(status: str | None = None, limit: int = 100) -> JSONResponse:
+        if status is not None and status not in ("firing", "resolved"):
+            return JSONResponse({"error": f"unknown status {status!r}; use firing or resolved"}, 400)
+        rows = store.list_alerts(status=status, limit=max(1, min(limit, 500)))
+        return JSONResponse(jsonable_encoder([{k: r.get(k) for k in _ALERT_FIELDS} for r in rows]))
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

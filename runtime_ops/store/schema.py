@@ -339,3 +339,40 @@ answers = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("run_id", String(64)),
 )
+
+# The alert inbox: one row per Alertmanager alert firing period, keyed by (fingerprint, startsAt). The webhook
+# inserts or re-marks it firing, `resolved` closes it; the alert sensor records what it did about it.
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("starts_at", UTCDateTime(), nullable=False),
+    Column("alertname", String(256), nullable=False),
+    Column("status", String(16), nullable=False),  # firing | resolved
+    Column("labels", JSON, nullable=False),
+    Column("annotations", JSON, nullable=False),
+    Column("ends_at", UTCDateTime()),
+    Column("generator_url", Text),
+    Column("receiver", String(256)),
+    Column("group_key", Text),
+    Column("received_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("resolved_at", UTCDateTime()),
+    # What the alert sensor did. action_status: NULL (not handled yet) | requested (run requested, id not yet
+    # seen) | launched | succeeded | failed | awaiting_approval | rejected | suppressed | notified | no_rule |
+    # skipped | error
+    Column("rule", String(128)),
+    Column("action", String(16)),
+    Column("action_status", String(32)),
+    Column("action_detail", Text),
+    Column("action_params", JSON),
+    Column("run_key", String(255)),
+    Column("run_id", String(64)),
+    Column("approval_id", String(64)),
+    Column("handled_at", UTCDateTime()),
+    UniqueConstraint("fingerprint", "starts_at", name="uq_alerts_fingerprint_starts_at"),
+    Index("ix_alerts_status", "status"),
+    Index("ix_alerts_action_status", "action_status"),
+    Index("ix_alerts_rule", "rule"),
+)

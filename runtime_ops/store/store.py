@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from runtime_ops.store import schema as t
+from runtime_ops.store.alerts import AlertsMixin
 from runtime_ops.store.approvals import ApprovalsMixin
 from runtime_ops.store.effects import EffectsMixin
 from runtime_ops.store.migrate import upgrade_to_head
@@ -82,7 +83,7 @@ def open_store(url: str, *, migrate: bool = True) -> StateStore:
     return StateStore(engine)
 
 
-class StateStore(ApprovalsMixin, EffectsMixin):
+class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 

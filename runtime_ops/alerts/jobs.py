@@ -1,0 +1,148 @@
+"""The remediation jobs the alert sensor launches besides train_job: rollback_job and reembed_job.
+
+Each is one op over `alerts.rollback` / `alerts.reembed`; it records what it changed as a materialization of
+the assets it moved (`production_model`, `document_embeddings`, `retrieval_index`), so the UI's lineage and the
+declarative automation downstream (answers, regression evaluation) follow a remediation like a promotion.
+"""
+
+import dagster as dg
+
+from runtime_ops.resources.state import LocksResource, StateStoreResource
+from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY
+
+RETRY_CAP_S = 30.0
+
+
+class RollbackConfig(dg.Config):
+    alert_id: int
+    alert_key: str
+    from_version: int
+    to_version: int
+    approval_id: str | None = None  # None: the rule pre-approved the rollback
+
+
+@dg.op(
+    description="Roll `production` back to the previous version: the promotion saga under the promotion lock, "
+    "every alias write fenced; refuses when production moved since the alert fired or the approval does not "
+    "match this exact rollback."
+)
+def rollback_production(
+    context: dg.OpExecutionContext, config: RollbackConfig, state: StateStoreResource, locks: LocksResource
+) -> None:
+    from runtime_ops.alerts.rollback import RollbackRefused, run_rollback
+    from runtime_ops.locks.base import LockError
+    from runtime_ops.saga.engine import CompensationFailed, SagaFailed
+
+    store = state.store()
+    try:
+        outcome = run_rollback(
+            store,
+            locks.locker(),
+            alert_key=config.alert_key,
+            alert_ref=f"alert-{config.alert_id}",
+            from_version=config.from_version,
+            to_version=config.to_version,
+            approval_id=config.approval_id,
+            run_id=context.run_id,
+            log=context.log.info,
+        )
+    except RollbackRefused as exc:
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    except (LockError, SagaFailed) as exc:
+        # Fail closed and retry with capped exponential backoff, as the promotion does.
+        wait = min(RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
+    except CompensationFailed as exc:
+        raise dg.Failure(f"rollback needs an operator: {exc}", allow_retries=False) from None
+    context.log.info(outcome.message)
+    if outcome.status == "done":
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key="production_model",
+                description=outcome.message,
+                metadata={
+                    "version": dg.MetadataValue.int(outcome.to_version),
+                    "previous_version": dg.MetadataValue.int(outcome.from_version),
+                    "rollback": True,
+                    "alert": config.alert_key,
+                    "approval_id": config.approval_id or "preapproved by rule",
+                    "saga": outcome.saga_id,
+                    "fence": dg.MetadataValue.int(outcome.fence),
+                },
+            )
+        )
+
+
+class ReembedConfig(dg.Config):
+    alert_id: int
+    alert_key: str
+    batch_id: str | None = None  # None: the whole corpus
+
+
+@dg.op(
+    retry_policy=IO_RETRY,
+    description="Drop and recompute the production model's vectors of one landing batch (or everything), then "
+    "rebuild the retrieval index and swap it in under the promotion lock (fenced).",
+)
+def reembed_embeddings(
+    context: dg.OpExecutionContext, config: ReembedConfig, state: StateStoreResource, locks: LocksResource
+) -> None:
+    from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
+    from runtime_ops.locks.base import LockError
+
+    store = state.store()
+    try:
+        outcome = run_reembed(
+            store, locks.locker(), batch_id=config.batch_id, run_id=context.run_id, log=context.log.info
+        )
+    except ReembedRefused as exc:
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    except LockError as exc:
+        wait = min(RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
+    common = {"alert": config.alert_key, "model_version": dg.MetadataValue.int(outcome.model_version)}
+    context.log_event(
+        dg.AssetMaterialization(
+            asset_key="document_embeddings",
+            description=outcome.message,
+            metadata={
+                **common,
+                "scope": config.batch_id or "all",
+                "dropped": dg.MetadataValue.int(outcome.dropped),
+                "embedded_now": dg.MetadataValue.int(outcome.embedded),
+            },
+        )
+    )
+    if outcome.index_id is not None:
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key="retrieval_index",
+                description=outcome.message,
+                metadata={
+                    **common,
+                    "index_id": dg.MetadataValue.int(outcome.index_id),
+                    "swapped": outcome.index_swapped,
+                    "fence": dg.MetadataValue.int(outcome.fence or 0),
+                },
+            )
+        )
+
+
+@dg.job(
+    tags={**GATED_RUN_TAGS, "dagster/max_runtime": "3600"},
+    description="Roll production back to its previous version (launched by the alert sensor).",
+)
+def rollback_job() -> None:
+    rollback_production()
+
+
+@dg.job(
+    tags={"dagster/max_runtime": "3600"},
+    description="Re-embed one landing batch or the whole corpus with the production model and swap in the "
+    "rebuilt index (launched by the alert sensor).",
+)
+def reembed_job() -> None:
+    reembed_embeddings()
+
+
+ALERT_JOBS = [rollback_job, reembed_job]

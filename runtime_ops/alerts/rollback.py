@@ -1,0 +1,143 @@
+"""Roll `production` back to its previous version: the promotion saga toward an older version, under the
+`promotion` lock with fencing. No Dagster here (the op in `alerts.jobs` calls it).
+
+The previous version comes from the `production` alias history. A rollback moves production only from the
+version it saw when the alert fired (compare-and-set): if a promotion moved production in between, the rollback
+is refused instead of undoing that promotion. Not pre-approved, it needs an approved request for this exact
+move (`rollback_digest`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_ops.locks.base import LockerBase
+from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, promotion_steps
+from runtime_ops.saga.engine import run
+from runtime_ops.store import StateStore
+from runtime_ops.store.alerts import rollback_digest
+
+ROLLBACK_ACTOR_PREFIX = "rollback:"
+
+
+class RollbackRefused(RuntimeError):
+    """The rollback must not happen (nothing to roll back to, production moved, no approval); says why."""
+
+
+def previous_version(history: Sequence[dict[str, Any]], current: int | None) -> int | None:
+    """The version `production` pointed at before `current`, from its alias history (oldest first).
+
+    Versions production was rolled back *from* (or compensated away from) are skipped: after v3 -> v2 by a
+    rollback, the previous version of v2 is v1, never v3 again.
+    """
+    if current is None:
+        return None
+    bad = {
+        h["old_target"]
+        for h in history
+        if h.get("old_target") is not None
+        and str(h.get("actor") or "").startswith((ROLLBACK_ACTOR_PREFIX, "compensation"))
+    }
+    for h in reversed(history):
+        old = h.get("old_target")
+        if old is None or old == current or old in bad:
+            continue
+        return int(old)
+    return None
+
+
+def plan_rollback(store: StateStore) -> tuple[int, int]:
+    """(current production, the version to roll back to); RollbackRefused when there is none."""
+    current = store.alias("production")
+    if current is None:
+        raise RollbackRefused("no production model: nothing to roll back")
+    target = previous_version(store.alias_history("production"), current)
+    if target is None:
+        raise RollbackRefused(f"production v{current} has no previous version in the alias history")
+    if store.get_model(target) is None:
+        raise RollbackRefused(f"the previous version v{target} is not in the model registry")
+    return int(current), target
+
+
+def saga_id(alert_key: str) -> str:
+    return f"rollback-{alert_key}"
+
+
+def verify_approval(
+    store: StateStore, *, approval_id: str, alert_key: str, from_version: int, to_version: int
+) -> dict[str, Any]:
+    """The approved request for exactly this rollback, or RollbackRefused."""
+    request = store.get_request(approval_id)
+    if request is None:
+        raise RollbackRefused(f"refusing to roll back: approval request {approval_id!r} does not exist")
+    if request["candidate_digest"] != rollback_digest(alert_key, from_version, to_version):
+        raise RollbackRefused(
+            f"refusing to roll back: {approval_id} was not given for rolling production back from v{from_version} "
+            f"to v{to_version} for {alert_key}"
+        )
+    if request["status"] != "approved":
+        raise RollbackRefused(f"refusing to roll back: {approval_id} is {request['status']}, not approved")
+    return request
+
+
+@dataclass(frozen=True)
+class RollbackOutcome:
+    status: str  # done | noop
+    saga_id: str
+    fence: int
+    from_version: int
+    to_version: int
+    message: str
+
+
+def run_rollback(
+    store: StateStore,
+    locker: LockerBase,
+    *,
+    alert_key: str,
+    alert_ref: str,
+    from_version: int,
+    to_version: int,
+    approval_id: str | None,
+    run_id: str | None,
+    log: Callable[[str], None] = lambda _: None,
+) -> RollbackOutcome:
+    """Move production from `from_version` back to `to_version` with the promotion saga, under the promotion
+    lock, every alias write carrying the lease's fencing token.
+
+    `alert_ref` (e.g. `alert-12`) stands in for the approval id of a pre-approved rollback in the alias
+    history and the audit log. A re-run finishes an interrupted saga or finds it done; a rollback whose
+    premise no longer holds (production moved to another version meanwhile) is refused.
+    """
+    request: dict[str, Any]
+    if approval_id is not None:
+        approved = verify_approval(
+            store, approval_id=approval_id, alert_key=alert_key, from_version=from_version, to_version=to_version
+        )
+        request = {"id": approved["id"], "decided_by": f"{ROLLBACK_ACTOR_PREFIX}{approved['decided_by']}"}
+    else:
+        request = {"id": alert_ref, "decided_by": f"{ROLLBACK_ACTOR_PREFIX}preapproved"}
+    if store.get_model(to_version) is None:
+        raise RollbackRefused(f"refusing to roll back: v{to_version} is not in the model registry")
+    sid = saga_id(alert_key)
+    with locker.hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+        journal = StoreJournal(store, run_id, kind="rollback")
+        state = journal.load(sid)
+        fresh = state is None or state.status == "compensated"
+        current = store.alias("production")
+        if fresh and current != from_version:
+            if current == to_version:
+                message = f"production is already v{to_version}: nothing to roll back"
+                log(message)
+                return RollbackOutcome("noop", sid, lease.fence, from_version, to_version, message)
+            now = "unset" if current is None else f"v{current}"
+            raise RollbackRefused(
+                f"refusing to roll back: production is {now}, not v{from_version} as when the alert fired "
+                "(it was moved since); rolling back now would undo that change"
+            )
+        steps = promotion_steps(store, version=to_version, request=request, fence=lease.fence, run_id=run_id, log=log)
+        outcome = run(sid, steps, {}, journal, on_event=log)
+    message = f"production rolled back from v{from_version} to v{to_version} (saga {outcome.saga_id})"
+    return RollbackOutcome(outcome.status, sid, lease.fence, from_version, to_version, message)

@@ -1,0 +1,285 @@
+"""The alert sensor: each new firing alert in the inbox is matched against the rules and remediated once.
+
+All state lives in the inbox rows, so a restart or a tick that died half-way loses nothing: an alert's action is
+recorded (compare-and-set) before its run is requested, the run key is the alert's (fingerprint, startsAt), and
+the next tick finds the run by its tag and records its id (or requests it again: same key, launched once).
+"""
+
+import logging
+from datetime import datetime
+from typing import Any
+
+import dagster as dg
+
+from runtime_ops import clock
+from runtime_ops.alerts.jobs import reembed_job, rollback_job
+from runtime_ops.jobs import train_job
+from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
+from runtime_ops.retries import GATED_RUN_TAGS
+
+ALERT_TAG = "runtime_ops/alert"
+ALERTNAME_TAG = "runtime_ops/alertname"
+FINGERPRINT_TAG = "runtime_ops/alert_fingerprint"
+RULE_TAG = "runtime_ops/alert_rule"
+ROLLBACK_APPROVAL_TAG = "runtime_ops/rollback_approval_id"
+JOB_FOR_ACTION = {"retrain": "train_job", "reembed": "reembed_job", "rollback": "rollback_job"}
+_DONE = {
+    dg.DagsterRunStatus.SUCCESS: "succeeded",
+    dg.DagsterRunStatus.FAILURE: "failed",
+    dg.DagsterRunStatus.CANCELED: "failed",
+}
+
+console = logging.getLogger("runtime_ops.alerts")
+
+
+class AlertRulesResource(dg.ConfigurableResource):
+    """The remediation rule file (RUNTIME_OPS_ALERT_RULES), read on every tick so edits apply without a reload."""
+
+    path: str
+
+    def rules(self):  # type: ignore[no-untyped-def]
+        from runtime_ops.alerts.rules import load_rules
+
+        return load_rules(self.path)
+
+
+def alert_rules_resource(path: str) -> AlertRulesResource:
+    """The resource, after checking the rule file parses: a broken file fails the code location at load,
+    naming RUNTIME_OPS_ALERT_RULES, the file and the line."""
+    from runtime_ops.alerts.rules import RuleFileError, load_rules
+    from runtime_ops.settings import SettingsError
+
+    try:
+        load_rules(path)
+    except RuleFileError as exc:
+        raise SettingsError(f"RUNTIME_OPS_ALERT_RULES: invalid rule file:\n  {exc}") from None
+    return AlertRulesResource(path=path)
+
+
+def run_request(alert: dict[str, Any]) -> dg.RunRequest:
+    """The remediation run of an alert whose action is recorded (rebuilt the same way on every tick)."""
+    action = alert["action"]
+    params = alert.get("action_params") or {}
+    tags = {
+        ALERT_TAG: alert["run_key"],
+        ALERTNAME_TAG: (alert["alertname"] or "-")[:200],
+        FINGERPRINT_TAG: alert["fingerprint"],
+        RULE_TAG: alert["rule"] or "-",
+    }
+    ident = {"alert_id": alert["id"], "alert_key": alert["run_key"]}
+    if action == "retrain":
+        return dg.RunRequest(job_name="train_job", run_key=alert["run_key"], tags={**GATED_RUN_TAGS, **tags})
+    if action == "reembed":
+        config = {**ident, "batch_id": params.get("batch_id")}
+        return dg.RunRequest(
+            job_name="reembed_job",
+            run_key=alert["run_key"],
+            tags=tags,
+            run_config={"ops": {"reembed_embeddings": {"config": config}}},
+        )
+    if action == "rollback":
+        if alert.get("approval_id"):
+            tags[ROLLBACK_APPROVAL_TAG] = alert["approval_id"]
+        config = {
+            **ident,
+            "from_version": params["from_version"],
+            "to_version": params["to_version"],
+            "approval_id": alert.get("approval_id"),
+        }
+        return dg.RunRequest(
+            job_name="rollback_job",
+            run_key=alert["run_key"],
+            tags={**GATED_RUN_TAGS, **tags},
+            run_config={"ops": {"rollback_production": {"config": config}}},
+        )
+    raise ValueError(f"alert #{alert['id']}: action {action!r} launches no run")
+
+
+def _run_for(instance: dg.DagsterInstance, key: str) -> dg.DagsterRun | None:
+    records = instance.get_run_records(dg.RunsFilter(tags={ALERT_TAG: key}), limit=1)
+    return records[0].dagster_run if records else None
+
+
+class _Tick:
+    def __init__(self, context: dg.SensorEvaluationContext, store: Any, approvals: ApprovalsResource) -> None:
+        self.context, self.store, self.approvals = context, store, approvals
+        self.requests: list[dg.RunRequest] = []
+        self.done: list[str] = []
+
+    def say(self, message: str, *, warn: bool = False) -> None:
+        self.done.append(message)
+        (self.context.log.warning if warn else self.context.log.info)(message)
+        if warn:
+            console.warning(message)
+
+    def finish(self, alert: dict[str, Any], status: str, detail: str, now: datetime, **values: Any) -> bool:
+        ok = self.store.set_alert_action(
+            alert["id"], expect=None, action_status=status, action_detail=detail, handled_at=now, **values
+        )
+        if ok:  # notify-only and unhandled alerts go to the console too: nobody else will act on them
+            message = f"alert #{alert['id']} {alert['alertname']} ({alert['fingerprint']}): {status}: {detail}"
+            self.say(message, warn=status in ("notified", "no_rule", "error"))
+        return ok
+
+    def request(self, alert: dict[str, Any], expect: str | None, **values: Any) -> None:
+        """Record the run as requested (compare-and-set), then request it."""
+        if self.store.set_alert_action(alert["id"], expect=expect, action_status="requested", **values):
+            row = self.store.get_alert(alert["id"])
+            self.requests.append(run_request(row))
+            self.say(f"alert #{alert['id']} {alert['alertname']}: {row['action']} requested (run key {row['run_key']})")
+
+    # ---------------------------------------------------------------- runs already on their way
+    def reconcile(self) -> None:
+        instance = self.context.instance
+        for alert in self.store.alerts_in_action("requested"):
+            run = _run_for(instance, alert["run_key"])
+            if run is None:  # the tick that requested it never reached the daemon: same key, launched once
+                self.requests.append(run_request(alert))
+                continue
+            self.store.set_alert_action(alert["id"], expect="requested", action_status="launched", run_id=run.run_id)
+            if alert.get("approval_id"):
+                self.store.mark_request_launched(alert["approval_id"], run.run_id)
+            self.say(f"alert #{alert['id']}: run {run.run_id} launched")
+        for alert in self.store.alerts_in_action("launched"):
+            run = instance.get_run_by_id(alert["run_id"]) if alert["run_id"] else None
+            outcome = _DONE.get(run.status) if run is not None else "failed"
+            if outcome is None:
+                continue
+            detail = f"run {alert['run_id']} {run.status.value if run else 'is gone from the instance'}"
+            self.store.set_alert_action(alert["id"], expect="launched", action_status=outcome, action_detail=detail)
+            self.say(f"alert #{alert['id']}: remediation {outcome} ({detail})", warn=outcome == "failed")
+        for alert in self.store.alerts_in_action("awaiting_approval"):
+            request = self.store.get_request(alert["approval_id"])
+            status = request["status"] if request else "missing"
+            if status == "approved":
+                detail = f"rollback approved by {request['decided_by']} ({request['id']})"  # type: ignore[index]
+                self.request(alert, "awaiting_approval", action_detail=detail)
+            elif status != "pending":
+                reason = (request or {}).get("decision_reason") or ""
+                detail = f"rollback {status} ({alert['approval_id']}){': ' + reason if reason else ''}"
+                self.store.set_alert_action(
+                    alert["id"], expect="awaiting_approval", action_status="rejected", action_detail=detail
+                )
+                self.say(f"alert #{alert['id']}: {detail}")
+
+    # ---------------------------------------------------------------- new alerts
+    def handle(self, alert: dict[str, Any], rules: Any, now: datetime) -> None:
+        if alert["status"] != "firing":
+            self.finish(alert, "skipped", "resolved before the alert sensor saw it firing", now)
+            return
+        summary = (alert.get("annotations") or {}).get("summary", "")
+        rule = rules.match(alert["labels"] or {})
+        if rule is None:
+            self.finish(alert, "no_rule", f"no rule matches its labels; recorded only. {summary}".strip(), now)
+            return
+        base = {"rule": rule.name, "action": rule.action}
+        if rule.action == "notify":
+            self.finish(alert, "notified", f"rule {rule.name}: notify only. {summary}".strip(), now, **base)
+            return
+        busy = self.store.active_remediation(fingerprint=alert["fingerprint"], exclude_id=alert["id"])
+        if busy is None and rule.action == "rollback":
+            busy = self.store.active_remediation(action="rollback", exclude_id=alert["id"])
+        if busy is not None:
+            what = f"alert #{busy['id']} ({busy['action']} {busy['action_status']}"
+            what += f", run {busy['run_id']})" if busy.get("run_id") else ")"
+            self.finish(alert, "suppressed", f"suppressed: remediation in progress: {what}", now, **base)
+            return
+        if rule.cooldown:
+            last = self.store.last_rule_launch(rule.name)
+            if last is not None and now - last < rule.cooldown:
+                detail = f"suppressed: rule {rule.name} is cooling down ({rule.cooldown} since {last:%H:%M:%S} UTC)"
+                self.finish(alert, "suppressed", detail, now, **base)
+                return
+        from runtime_ops.alerts.webhook import alert_key
+
+        key = alert_key(alert["fingerprint"], alert["starts_at"])
+        values: dict[str, Any] = {**base, "run_key": key, "handled_at": now}
+        if rule.action == "retrain":
+            from runtime_ops.models.sensors import active_lifecycle_run
+
+            running = active_lifecycle_run(self.context.instance)
+            if running:  # one lifecycle run at a time: retrain when the current one ends (decided next tick)
+                self.store.set_alert_action(alert["id"], expect=None, action_detail=f"waiting for run {running}")
+                return
+            self.request(alert, None, action_detail=f"rule {rule.name}: retrain", **values)
+        elif rule.action == "reembed":
+            batch = None
+            if rule.batch_label:
+                batch = (alert["labels"] or {}).get(rule.batch_label)
+                if not batch:
+                    detail = f"rule {rule.name} re-embeds the batch named by label {rule.batch_label!r}; it has none"
+                    self.finish(alert, "error", detail, now, **base)
+                    return
+                if self.store.get_batch(batch) is None:
+                    detail = f"landing batch {batch!r} (label {rule.batch_label}) is unknown"
+                    self.finish(alert, "error", detail, now, **base)
+                    return
+            scope = f"landing batch {batch}" if batch else "everything"
+            self.request(alert, None, action_params={"batch_id": batch}, action_detail=f"re-embed {scope}", **values)
+        elif rule.action == "rollback":
+            self._rollback(alert, rule, values, now)
+
+    def _rollback(self, alert: dict[str, Any], rule: Any, values: dict[str, Any], now: datetime) -> None:
+        from runtime_ops.alerts.rollback import RollbackRefused, plan_rollback
+
+        try:
+            current, target = plan_rollback(self.store)
+        except RollbackRefused as exc:
+            self.finish(alert, "error", str(exc), now, rule=rule.name, action=rule.action)
+            return
+        params = {"from_version": current, "to_version": target}
+        if rule.preapproved:
+            detail = f"roll production back v{current} -> v{target} (pre-approved by rule {rule.name})"
+            self.request(alert, None, action_params=params, action_detail=detail, **values)
+            return
+        report = self.store.latest_eval_report(candidate_version=target) or self.store.latest_eval_report()
+        if report is None:
+            detail = "no evaluation report to attach to the approval request"
+            self.finish(alert, "error", detail, now, rule=rule.name, action=rule.action)
+            return
+        request, _ = self.store.open_rollback_request(
+            alert={**alert, "run_key": values["run_key"], "rule": rule.name},
+            from_version=current,
+            to_version=target,
+            eval_report_id=report["id"],
+            policy=self.approvals.request_policy(),
+            now=now,
+        )
+        detail = f"roll production back v{current} -> v{target}: waiting for approval request {request['id']}"
+        if self.store.set_alert_action(
+            alert["id"],
+            expect=None,
+            action_status="awaiting_approval",
+            approval_id=request["id"],
+            action_params=params,
+            action_detail=detail,
+            **values,
+        ):
+            self.say(f"alert #{alert['id']} {alert['alertname']}: {detail}", warn=True)
+
+
+@dg.sensor(
+    jobs=[train_job, reembed_job, rollback_job],
+    minimum_interval_seconds=15,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Takes each new firing alert of the inbox (POST /alerts/alertmanager) to the first matching "
+    "remediation rule and launches its run once (run key = fingerprint + startsAt): retrain, re-embed, or a "
+    "rollback (through an approval request unless pre-approved). A fingerprint whose remediation is under way "
+    "launches nothing more; run ids and outcomes are recorded on the alert.",
+)
+def alert_sensor(
+    context: dg.SensorEvaluationContext,
+    state: StateStoreResource,
+    alert_rules: AlertRulesResource,
+    approvals: ApprovalsResource,
+) -> dg.SensorResult | dg.SkipReason:
+    store = state.store()
+    rules = alert_rules.rules()  # a broken rule file fails the tick with file:line, and handles nothing
+    tick = _Tick(context, store, approvals)
+    tick.reconcile()
+    now = clock.now()
+    for alert in store.alerts_to_handle():
+        tick.handle(alert, rules, now)
+    if not tick.requests:
+        return dg.SkipReason("; ".join(tick.done[-5:]) if tick.done else "no new alerts")
+    return dg.SensorResult(run_requests=tick.requests)

@@ -1,0 +1,113 @@
+"""Alertmanager's webhook payload (version 4) as pydantic models. Pure: no I/O, no Dagster.
+
+An alert is identified by its fingerprint (a hash of its label set) and `startsAt`: Alertmanager re-sends the
+same pair while the alert keeps firing and on every retry, and a new firing period gets a new `startsAt`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Status = Literal["firing", "resolved"]
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class MalformedPayload(ValueError):
+    """The body is not an Alertmanager v4 webhook; the message says what is wrong (answered 400)."""
+
+
+def alert_key(fingerprint: str, starts_at: datetime) -> str:
+    """The remediation run key of one firing period of one alert: `alert-<fingerprint>-<startsAt UTC>`."""
+    stamp = starts_at.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    return _UNSAFE.sub("-", f"alert-{fingerprint}-{stamp}")
+
+
+class WebhookAlert(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    status: Status
+    labels: dict[str, str]
+    annotations: dict[str, str] = Field(default_factory=dict)
+    starts_at: AwareDatetime = Field(alias="startsAt")
+    # A firing alert carries Go's zero time ("0001-01-01T00:00:00Z"): no end yet, kept as None.
+    ends_at: AwareDatetime | None = Field(None, alias="endsAt")
+    generator_url: str = Field("", alias="generatorURL")
+    fingerprint: str = Field(pattern=r"^[0-9A-Za-z]{1,64}$")
+
+    @field_validator("starts_at")
+    @classmethod
+    def _starts_utc(cls, v: datetime) -> datetime:
+        if v.year <= 1:
+            raise ValueError("startsAt is the zero time; an alert must say when it started")
+        return v.astimezone(UTC)
+
+    @field_validator("ends_at")
+    @classmethod
+    def _ends_utc(cls, v: datetime | None) -> datetime | None:
+        if v is None or v.year <= 1:
+            return None
+        return v.astimezone(UTC)
+
+    @property
+    def alertname(self) -> str:
+        return self.labels.get("alertname", "")
+
+    @property
+    def key(self) -> str:
+        return alert_key(self.fingerprint, self.starts_at)
+
+    def row(self) -> dict[str, Any]:
+        """The inbox columns this alert sets."""
+        return {
+            "fingerprint": self.fingerprint,
+            "starts_at": self.starts_at,
+            "status": self.status,
+            "alertname": self.alertname[:256],
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "ends_at": self.ends_at,
+            "generator_url": self.generator_url,
+        }
+
+
+class WebhookPayload(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    version: Literal["4"]
+    group_key: str = Field(alias="groupKey")
+    truncated_alerts: int = Field(0, ge=0, alias="truncatedAlerts")
+    status: Status
+    receiver: str
+    group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
+    common_labels: dict[str, str] = Field(default_factory=dict, alias="commonLabels")
+    common_annotations: dict[str, str] = Field(default_factory=dict, alias="commonAnnotations")
+    external_url: str = Field("", alias="externalURL")
+    alerts: list[WebhookAlert]
+
+
+def _describe(exc: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in err.get("loc") or ()) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    more = len(exc.errors()) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_payload(body: bytes | str) -> WebhookPayload:
+    """Parse a webhook body; raises MalformedPayload naming the first problems."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedPayload(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise MalformedPayload(f"body must be a JSON object, got {type(data).__name__}")
+    try:
+        return WebhookPayload.model_validate(data)
+    except ValidationError as exc:
+        raise MalformedPayload(_describe(exc)) from None
