@@ -1,16 +1,111 @@
 """The landing sensor: one dynamic partition and one run per batch of new object versions."""
 
 import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.documents.scan import scan
+from runtime_ops.resources.landing import S3LandingSource, is_ignored_key
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
-from runtime_ops.store.store import NewObject
+from runtime_ops.store.store import NewObject, StateStore
+
+if TYPE_CHECKING:
+    from runtime_ops.resources.queue import EventQueue
 
 BATCH_TAG = "runtime_ops/batch_id"
+KNOWN_CHUNK = 1000  # keys per ledger lookup
+
+
+@dataclass
+class EventTick:
+    """What one event-mode poll did (for the tick's log line and skip reason)."""
+
+    batch: dict[str, Any] | None = None
+    messages: int = 0
+    versions: int = 0  # distinct (key, version) announced in this poll
+    known: int = 0  # of those, already in the ledger (redeliveries, or seen by listing mode)
+    duplicates: int = 0  # repeated (key, version) within the poll
+    skipped: int = 0  # other bucket, outside the prefix, ignored names, created-then-deleted
+    ignored: int = 0  # test events, removals, other event types
+    malformed: int = 0
+    delete_failed: int = 0
+
+    def describe(self) -> str:
+        return (
+            f"{self.messages} messages: {self.versions} object versions ({self.known} already recorded, "
+            f"{self.duplicates} duplicates), {self.ignored} ignored records, {self.skipped} outside the landing, "
+            f"{self.malformed} malformed"
+        )
+
+
+def drain_events(
+    queue: "EventQueue",
+    store: StateStore,
+    source: S3LandingSource,
+    *,
+    max_objects: int,
+    log: logging.Logger | Any,
+) -> EventTick:
+    """One event-mode poll: receive up to `max_objects` messages, record the new object versions they announce
+    as one batch, then delete the messages.
+
+    Messages are deleted only after `record_batch` committed (or when nothing in them needed recording), so a
+    crash in between redelivers them after the visibility timeout, and the ledger's (key, version) uniqueness
+    makes the redelivery record nothing. Malformed bodies are logged and deleted (they would never parse).
+    """
+    tick = EventTick()
+    messages = queue.receive(max_objects)
+    tick.messages = len(messages)
+    if not messages:
+        return tick
+    events: list[ObjectEvent] = []
+    for message in messages:
+        parsed = parse_body(message.body)
+        if parsed.malformed:
+            tick.malformed += 1
+            log.warning(
+                f"landing events: dropping malformed SQS message {message.message_id} "
+                f"({'; '.join(parsed.errors)}): {message.body[:300]!r}"
+            )
+        elif parsed.errors:
+            log.warning(f"landing events: message {message.message_id}: skipped records: {'; '.join(parsed.errors)}")
+        events.extend(parsed.events)
+        tick.ignored += len(parsed.ignored)
+
+    def key_of(event: ObjectEvent) -> str | None:
+        key = relative_key(event.key, source.prefix) if event.bucket == source.bucket else None
+        if key is None or is_ignored_key(key):
+            tick.skipped += 1
+            return None
+        return key
+
+    plan = plan_versions(events, key_of=key_of)
+    tick.ignored += plan.removals
+    tick.skipped += plan.dropped_removed
+    tick.duplicates = plan.duplicates
+    tick.versions = len(plan.objects)
+    keys = list(dict.fromkeys(o.key for o in plan.objects))
+    known: set[tuple[str, str]] = set()
+    for start in range(0, len(keys), KNOWN_CHUNK):
+        known |= store.known_versions(keys[start : start + KNOWN_CHUNK])
+    new = [o for o in plan.objects if (o.key, o.version) not in known]
+    tick.known = tick.versions - len(new)
+    if new:
+        tick.batch = store.record_batch(source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in new])
+    # Committed (or nothing to commit): every message of this poll is now safe to acknowledge.
+    receipts = [m.receipt_handle for m in messages]
+    try:
+        tick.delete_failed = len(queue.delete(receipts))
+    except Exception as exc:  # the batch is durable; the messages come back later and are recognised as recorded
+        tick.delete_failed = len(receipts)
+        log.warning(f"landing events: could not delete {len(receipts)} SQS messages ({exc}); they will be redelivered")
+    return tick
 
 
 def _batch_request(batch_id: str, n_objects: int) -> dg.RunRequest:
@@ -25,7 +120,8 @@ def _batch_request(batch_id: str, n_objects: int) -> dg.RunRequest:
     job_name="ingest_job",
     minimum_interval_seconds=15,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Scans the landing folder or S3 prefix in key order from a cursor, records new object "
+    description="Scans the landing folder or S3 prefix in key order from a cursor (or, with "
+    "RUNTIME_OPS_SQS_QUEUE_URL, reads the bucket's S3 event notifications from SQS), records new object "
     "versions as one landing batch (one dynamic partition) and launches its ingestion (run key = batch id).",
 )
 def landing_sensor(
@@ -47,6 +143,28 @@ def landing_sensor(
             run_requests.append(_batch_request(batch["id"], batch["n_objects"]))
 
     source = landing.source()
+    queue = landing.event_queue()
+    if queue is not None:
+        if not isinstance(source, S3LandingSource):
+            raise ValueError(
+                f"RUNTIME_OPS_SQS_QUEUE_URL is set (event mode) but RUNTIME_OPS_LANDING={landing.uri!r} is not an "
+                "s3:// landing: S3 event notifications need an S3 bucket; unset one of the two"
+            )
+        tick = drain_events(queue, store, source, max_objects=landing.batch_max_objects, log=context.log)
+        if tick.batch is not None:
+            partitions.append(tick.batch["id"])
+            run_requests.append(_batch_request(tick.batch["id"], tick.batch["n_objects"]))
+            context.log.info(f"landing batch {tick.batch['id']}: {tick.batch['n_objects']} new object versions")
+        if tick.messages:
+            context.log.info(f"landing events from {queue.url}: {tick.describe()}")
+        if not run_requests:
+            return dg.SkipReason(f"no new object versions (event mode, {tick.describe()})")
+        # The listing cursor is left as it is: switching back to listing mode resumes where it stopped.
+        return dg.SensorResult(
+            run_requests=run_requests,
+            dynamic_partitions_requests=[landing_batches.build_add_request(partitions)],
+        )
+
     result = scan(
         source,
         store.known_versions,
