@@ -114,6 +114,17 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
         """
         if not objects:
             return None
+        # Two sensors racing may pick the same next seq: the loser's transaction rolls back whole on the unique
+        # constraint and is tried again, by then without the objects the winner recorded.
+        for attempt in range(5):
+            try:
+                return self._record_batch(source, objects)
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+        return None  # pragma: no cover
+
+    def _record_batch(self, source: str, objects: Sequence[NewObject]) -> dict[str, Any] | None:
         now = utcnow()
         with self.tx() as conn:
             seq = (conn.execute(select(func.max(t.landing_batches.c.seq))).scalar() or 0) + 1
