@@ -1,7 +1,11 @@
 """The landing sensor: one dynamic partition and one run per batch of new object versions."""
 
+import contextlib
 import json
 import logging
+import queue as _queue
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -9,8 +13,8 @@ import dagster as dg
 
 from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
 from runtime_ops.documents.partitions import landing_batches
-from runtime_ops.documents.scan import scan
-from runtime_ops.resources.landing import S3LandingSource, is_ignored_key
+from runtime_ops.documents.scan import ScanResult, scan
+from runtime_ops.resources.landing import LandingSource, ObjectRef, S3LandingSource, is_ignored_key
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.store.store import NewObject, StateStore
@@ -20,6 +24,86 @@ if TYPE_CHECKING:
 
 BATCH_TAG = "runtime_ops/batch_id"
 KNOWN_CHUNK = 1000  # keys per ledger lookup
+
+
+# --------------------------------------------------------------------------------------------- listing mode
+
+
+def _read_ahead(pages: Iterator[list[ObjectRef]]) -> Iterator[list[ObjectRef]]:
+    """Yield `pages`, fetching the next one in a background thread while the caller works on the current one.
+
+    Holds at most two pages beyond the one being processed. An exception of the listing is raised to the caller
+    at the page where it happened; a caller that stops early (batch full, key budget spent) stops the thread
+    at its next page.
+    """
+    handoff: _queue.Queue[tuple[str, Any]] = _queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.05)
+                return True
+            except _queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for page in pages:
+                if not put(("page", page)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(("error", exc))
+        finally:
+            close = getattr(pages, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()
+
+    thread = threading.Thread(target=produce, name="landing-list-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = handoff.get()
+            if kind == "page":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        stop.set()
+
+
+class _ListAhead:
+    """A landing source whose listing pages are fetched one page ahead (S3: the next ListObjectsV2 call runs
+    while the current page is compared with the ledger)."""
+
+    def __init__(self, source: LandingSource) -> None:
+        self.source, self.uri = source, source.uri
+
+    def iter_pages(self, start_after: str | None = None, page_size: int = 1000) -> Iterator[list[ObjectRef]]:
+        return _read_ahead(self.source.iter_pages(start_after=start_after, page_size=page_size))
+
+    def read(self, ref: ObjectRef) -> bytes:
+        return self.source.read(ref)
+
+    def put(self, key: str, data: bytes) -> ObjectRef:
+        return self.source.put(key, data)
+
+
+def scan_landing(
+    source: LandingSource, store: StateStore, *, start_after: str | None, max_new: int, max_keys: int
+) -> ScanResult:
+    """Listing mode's scan for one tick (`scan` against the ledger). On S3 the next page is listed while the
+    current one is looked up in the ledger, so a tick costs about the listing alone, not listing + lookups."""
+    pages: LandingSource = _ListAhead(source) if isinstance(source, S3LandingSource) else source
+    return scan(pages, store.known_versions, start_after=start_after, max_new=max_new, max_keys=max_keys)
+
+
+# ---------------------------------------------------------------------------------------------- event mode
 
 
 @dataclass
@@ -143,20 +227,20 @@ def landing_sensor(
             run_requests.append(_batch_request(batch["id"], batch["n_objects"]))
 
     source = landing.source()
-    queue = landing.event_queue()
-    if queue is not None:
+    events_queue = landing.event_queue()
+    if events_queue is not None:
         if not isinstance(source, S3LandingSource):
             raise ValueError(
                 f"RUNTIME_OPS_SQS_QUEUE_URL is set (event mode) but RUNTIME_OPS_LANDING={landing.uri!r} is not an "
                 "s3:// landing: S3 event notifications need an S3 bucket; unset one of the two"
             )
-        tick = drain_events(queue, store, source, max_objects=landing.batch_max_objects, log=context.log)
+        tick = drain_events(events_queue, store, source, max_objects=landing.batch_max_objects, log=context.log)
         if tick.batch is not None:
             partitions.append(tick.batch["id"])
             run_requests.append(_batch_request(tick.batch["id"], tick.batch["n_objects"]))
             context.log.info(f"landing batch {tick.batch['id']}: {tick.batch['n_objects']} new object versions")
         if tick.messages:
-            context.log.info(f"landing events from {queue.url}: {tick.describe()}")
+            context.log.info(f"landing events from {events_queue.url}: {tick.describe()}")
         if not run_requests:
             return dg.SkipReason(f"no new object versions (event mode, {tick.describe()})")
         # The listing cursor is left as it is: switching back to listing mode resumes where it stopped.
@@ -165,9 +249,9 @@ def landing_sensor(
             dynamic_partitions_requests=[landing_batches.build_add_request(partitions)],
         )
 
-    result = scan(
+    result = scan_landing(
         source,
-        store.known_versions,
+        store,
         start_after=cursor.get("start_after"),
         max_new=landing.batch_max_objects,
         max_keys=landing.scan_max_keys,
