@@ -1,11 +1,7 @@
 """The landing sensor: one dynamic partition and one run per batch of new object versions."""
 
-import contextlib
 import json
 import logging
-import queue as _queue
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +9,8 @@ import dagster as dg
 
 from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
 from runtime_ops.documents.partitions import landing_batches
-from runtime_ops.documents.scan import ScanResult, scan
-from runtime_ops.resources.landing import LandingSource, ObjectRef, S3LandingSource, is_ignored_key
+from runtime_ops.documents.scan import scan
+from runtime_ops.resources.landing import S3LandingSource, is_ignored_key
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.store.store import NewObject, StateStore
@@ -24,83 +20,6 @@ if TYPE_CHECKING:
 
 BATCH_TAG = "runtime_ops/batch_id"
 KNOWN_CHUNK = 1000  # keys per ledger lookup
-
-
-# --------------------------------------------------------------------------------------------- listing mode
-
-
-def _read_ahead(pages: Iterator[list[ObjectRef]]) -> Iterator[list[ObjectRef]]:
-    """Yield `pages`, fetching the next one in a background thread while the caller works on the current one.
-
-    Holds at most two pages beyond the one being processed. An exception of the listing is raised to the caller
-    at the page where it happened; a caller that stops early (batch full, key budget spent) stops the thread
-    at its next page.
-    """
-    handoff: _queue.Queue[tuple[str, Any]] = _queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def put(item: tuple[str, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.05)
-                return True
-            except _queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for page in pages:
-                if not put(("page", page)):
-                    return
-            put(("end", None))
-        except BaseException as exc:  # handed to the consumer, raised there
-            put(("error", exc))
-        finally:
-            close = getattr(pages, "close", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    close()
-
-    thread = threading.Thread(target=produce, name="landing-list-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, value = handoff.get()
-            if kind == "page":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
-    finally:
-        stop.set()
-
-
-class _ListAhead:
-    """A landing source whose listing pages are fetched one page ahead (S3: the next ListObjectsV2 call runs
-    while the current page is compared with the ledger)."""
-
-    def __init__(self, source: LandingSource) -> None:
-        self.source, self.uri = source, source.uri
-
-    def iter_pages(self, start_after: str | None = None, page_size: int = 1000) -> Iterator[list[ObjectRef]]:
-        return _read_ahead(self.source.iter_pages(start_after=start_after, page_size=page_size))
-
-    def read(self, ref: ObjectRef) -> bytes:
-        return self.source.read(ref)
-
-    def put(self, key: str, data: bytes) -> ObjectRef:
-        return self.source.put(key, data)
-
-
-def scan_landing(
-    source: LandingSource, store: StateStore, *, start_after: str | None, max_new: int, max_keys: int
-) -> ScanResult:
-    """Listing mode's scan for one tick (`scan` against the ledger). On S3 the next page is listed while the
-    current one is looked up in the ledger, so a tick costs about the listing alone, not listing + lookups."""
-    pages: LandingSource = _ListAhead(source) if isinstance(source, S3LandingSource) else source
-    return scan(pages, store.known_versions, start_after=start_after, max_new=max_new, max_keys=max_keys)
 
 
 # ---------------------------------------------------------------------------------------------- event mode
@@ -249,9 +168,9 @@ def landing_sensor(
             dynamic_partitions_requests=[landing_batches.build_add_request(partitions)],
         )
 
-    result = scan_landing(
+    result = scan(
         source,
-        store,
+        store.known_versions,
         start_after=cursor.get("start_after"),
         max_new=landing.batch_max_objects,
         max_keys=landing.scan_max_keys,
