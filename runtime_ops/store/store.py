@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, and_, create_engine, event, func, insert, select, update
+from sqlalchemy import Engine, String, and_, any_, bindparam, create_engine, event, func, insert, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -33,6 +34,11 @@ class NewObject:
     version: str
     size: int
     last_modified: datetime | None
+
+
+_KNOWN_VERSIONS_PG = select(t.documents.c.key, t.documents.c.version).where(
+    t.documents.c.key == any_(bindparam("keys", type_=ARRAY(String)))
+)
 
 
 class AliasConflict(RuntimeError):
@@ -102,9 +108,13 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
         if not keys:
             return set()
         with self.tx() as conn:
-            rows = conn.execute(
-                select(t.documents.c.key, t.documents.c.version).where(t.documents.c.key.in_(list(keys)))
-            )
+            if conn.dialect.name == "postgresql":
+                # One array parameter instead of a thousand: a listing page costs one cheap round trip.
+                rows = conn.execute(_KNOWN_VERSIONS_PG, {"keys": list(keys)})
+            else:
+                rows = conn.execute(
+                    select(t.documents.c.key, t.documents.c.version).where(t.documents.c.key.in_(list(keys)))
+                )
             return {(r.key, r.version) for r in rows}
 
     def record_batch(self, source: str, objects: Sequence[NewObject]) -> dict[str, Any] | None:
