@@ -1,6 +1,6 @@
 # runtime_ops — build, test and run. `make test` is what CI runs (through .ci/run).
 #
-#   make install   system packages (postgresql, redis-server) when missing, then the venv from requirements.lock
+#   make install   system packages (postgresql, redis-server, chromium, prometheus-alertmanager) when missing, then the venv
 #   make test      install, ruff, pytest (real PostgreSQL / Redis / moto servers, started by the test session)
 #   make lint      ruff
 #   make lock      regenerate requirements.lock from pyproject.toml
@@ -28,7 +28,6 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-APT_PACKAGES := postgresql redis-server
 
 .PHONY: install system-packages uv test lint lock bench dev clean
 
