@@ -15,3 +15,14 @@ FOLLOW_UPSTREAM = (
     & ~dg.AutomationCondition.in_progress()
     & dg.AutomationCondition.all_deps_blocking_checks_passed()
 ).with_label("follow upstream (blocking checks respected)")
+
+
+# Dagster's implicit automation sensor starts STOPPED; this one is on from the first `make dev`.
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "automation_sensor",
+    target=dg.AssetSelection.all(),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Evaluates the assets' automation conditions: the serving assets follow new documents and "
+    "promotions; production_evaluation follows each promotion.",
+)

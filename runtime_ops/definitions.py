@@ -5,6 +5,7 @@ import dagster as dg
 from runtime_ops.alerts.jobs import ALERT_JOBS
 from runtime_ops.alerts.sensors import alert_rules_resource, alert_sensor
 from runtime_ops.approvals.sensors import approvals_sensor
+from runtime_ops.automation import automation_sensor
 from runtime_ops.documents.assets import document_chunks, raw_documents
 from runtime_ops.documents.sensors import landing_sensor
 from runtime_ops.jobs import ALL_JOBS
@@ -69,7 +70,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         asset_checks=[meets_policy, human_approval, no_regression],
         jobs=[*ALL_JOBS, regression_job, *ALERT_JOBS],
         schedules=[retrain_schedule, regression_schedule],
-        sensors=[landing_sensor, corpus_sensor, approvals_sensor, alert_sensor],
+        sensors=[landing_sensor, corpus_sensor, approvals_sensor, alert_sensor, automation_sensor],
         resources=build_resources(settings),
     )
 
