@@ -16,6 +16,7 @@ from runtime_ops.alerts.jobs import reembed_job, rollback_job
 from runtime_ops.jobs import train_job
 from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
+from runtime_ops.runs import run_tagged
 
 ALERT_TAG = "runtime_ops/alert"
 ALERTNAME_TAG = "runtime_ops/alertname"
@@ -96,8 +97,7 @@ def run_request(alert: dict[str, Any]) -> dg.RunRequest:
 
 
 def _run_for(instance: dg.DagsterInstance, key: str) -> dg.DagsterRun | None:
-    records = instance.get_run_records(dg.RunsFilter(tags={ALERT_TAG: key}), limit=1)
-    return records[0].dagster_run if records else None
+    return run_tagged(instance, ALERT_TAG, key)
 
 
 class _Tick:

@@ -13,6 +13,7 @@ from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import promotion_job
 from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
+from runtime_ops.runs import run_tagged
 
 APPROVAL_TAG = "runtime_ops/approval_id"
 console = logging.getLogger("runtime_ops.approvals")
@@ -59,9 +60,9 @@ def approvals_sensor(
     requests: list[dg.RunRequest] = []
     events: list[dg.AssetCheckEvaluation] = []
     for request in store.approved_unlaunched():
-        runs = context.instance.get_run_records(dg.RunsFilter(tags={APPROVAL_TAG: request["id"]}), limit=1)
-        if runs:
-            store.mark_request_launched(request["id"], runs[0].dagster_run.run_id)
+        run = run_tagged(context.instance, APPROVAL_TAG, request["id"])
+        if run is not None:
+            store.mark_request_launched(request["id"], run.run_id)
             continue
         requests.append(
             dg.RunRequest(

@@ -13,6 +13,7 @@ from runtime_ops.documents.scan import scan
 from runtime_ops.resources.landing import S3LandingSource, is_ignored_key
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.runs import run_tagged
 from runtime_ops.store.store import NewObject, StateStore
 
 if TYPE_CHECKING:
@@ -138,9 +139,9 @@ def landing_sensor(
     # A batch recorded by a tick whose result never reached Dagster (crash, timeout) is re-requested; the
     # run key makes a second request for a batch that did launch a no-op.
     for batch in store.batches(status="pending"):
-        runs = context.instance.get_run_records(dg.RunsFilter(tags={BATCH_TAG: batch["id"]}), limit=1)
-        if runs:
-            store.mark_batch(batch["id"], "launched", run_id=runs[0].dagster_run.run_id)
+        run = run_tagged(context.instance, BATCH_TAG, batch["id"])
+        if run is not None:
+            store.mark_batch(batch["id"], "launched", run_id=run.run_id)
         else:
             partitions.append(batch["id"])
             run_requests.append(_batch_request(batch["id"], batch["n_objects"]))
