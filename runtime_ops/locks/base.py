@@ -148,6 +148,14 @@ def poll_delay(held: Held, attempt: int, rng: random.Random | None = None) -> fl
 class LockerBase:
     """Bounded wait and `hold` on top of a backend's `_try_acquire`, `release` and `extend`."""
 
+    @staticmethod
+    def _extension_ttl(lease: Lease, ttl_ms: int | None) -> int:
+        """The TTL an `extend` sets: the lease's own unless given; never zero or negative."""
+        ttl = lease.ttl_ms if ttl_ms is None else ttl_ms
+        if ttl <= 0:
+            raise ValueError("ttl_ms must be positive")
+        return ttl
+
     def _try_acquire(self, name: str, token: str, ttl_ms: int) -> int | Held:  # pragma: no cover - abstract
         """One attempt: the fence when the lock was taken, else who holds it."""
         raise NotImplementedError

@@ -153,9 +153,7 @@ class RedisLocker(LockerBase):
 
     def extend(self, lease: Lease, ttl_ms: int | None = None) -> bool:
         """Reset the lease's TTL to `ttl_ms` (default: its own) from now; False when it is no longer held."""
-        ttl = lease.ttl_ms if ttl_ms is None else ttl_ms
-        if ttl <= 0:
-            raise ValueError("ttl_ms must be positive")
+        ttl = self._extension_ttl(lease, ttl_ms)
         sent = time.monotonic()
         try:
             _, (_, _, extend) = self._connect()
