@@ -33,7 +33,8 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 install: system-packages $(STAMP)
 
-# PostgreSQL and Redis servers for the tests. apt-get update runs only when something is missing.
+# PostgreSQL and Redis servers for the tests, Chromium, Alertmanager, promtool (rule tests) and docker-compose
+# (parses docker/docker-compose.yaml without an engine). apt-get update runs only when something is missing.
 system-packages:
 	@missing=""; \
 	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -44,6 +45,10 @@ system-packages:
 		missing="$$missing chromium"; fi; \
 	if [ ! -x /usr/bin/prometheus-alertmanager ] || [ ! -x /usr/bin/amtool ]; then \
 		missing="$$missing prometheus-alertmanager"; fi; \
+	if [ ! -x /usr/bin/promtool ]; then \
+		missing="$$missing prometheus"; fi; \
+	if ! command -v docker-compose >/dev/null 2>&1; then \
+		missing="$$missing docker-compose"; fi; \
 	if [ -n "$$missing" ]; then \
 		echo ">> installing system packages:$$missing"; \
 		if ! command -v apt-get >/dev/null 2>&1; then \

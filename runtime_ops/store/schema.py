@@ -9,6 +9,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -196,6 +197,8 @@ approval_requests = Table(
     # Head of this request's audit chain.
     Column("audit_seq", Integer, nullable=False, server_default="0"),
     Column("audit_hash", String(64), nullable=False, server_default="0" * 64),
+    # W3C traceparent of the span that opened the request; the decision's span links to it.
+    Column("trace_context", String(128)),
     Index("ix_approval_requests_status", "status"),
 )
 
@@ -375,4 +378,20 @@ alerts = Table(
     Index("ix_alerts_status", "status"),
     Index("ix_alerts_action_status", "action_status"),
     Index("ix_alerts_rule", "rule"),
+)
+
+
+# Durable counters and histograms: run workers are separate processes (and containers), so what they observe
+# (lock waits, landing lag) is added here in one short transaction and the ops API's /metrics reads it back.
+# `labels` is the canonical JSON of the label set; `buckets` the cumulative counts per upper bound (histograms).
+metric_series = Table(
+    "metric_series",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("labels", String(512), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("count", BigInteger, nullable=False),
+    Column("sum", Float, nullable=False),
+    Column("buckets", JSON),
+    Column("updated_at", UTCDateTime(), nullable=False),
 )
