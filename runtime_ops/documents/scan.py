@@ -6,10 +6,57 @@ holds one page plus the new objects of this batch, never the whole listing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from runtime_ops.resources.landing import LandingSource, ObjectRef
+
+T = TypeVar("T")
+_DONE = object()
+
+
+def read_ahead(items: Iterable[T], depth: int = 1) -> Generator[T, None, None]:
+    """Yield `items` while a background thread already fetches the next `depth` of them.
+
+    A listing page is a network round trip and the ledger lookup of the previous page is another: overlapping
+    them is what keeps a full listing tick as fast as a plain listing. Memory stays bounded (`depth` + 1 items
+    held); exceptions of the producer are re-raised in the consumer; closing the generator early (a full batch)
+    stops the producer after the item it is fetching.
+    """
+    slots: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                slots.put(item)
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            slots.put(exc)
+        else:
+            slots.put(_DONE)
+
+    worker = threading.Thread(target=produce, name="landing-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = slots.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue, then let it finish
+            with contextlib.suppress(queue.Empty):
+                slots.get(timeout=0.05)
+        worker.join()
 
 
 @dataclass
@@ -35,7 +82,19 @@ def scan(
     and an object overwritten in place, impossible to miss.
     """
     result = ScanResult(next_start_after=start_after)
-    pages: Iterable[list[ObjectRef]] = source.iter_pages(start_after=start_after, page_size=page_size)
+    pages = read_ahead(source.iter_pages(start_after=start_after, page_size=page_size))
+    with contextlib.closing(pages):  # an early return (full batch) stops the read-ahead thread at once
+        return _scan_pages(pages, known, result, max_new=max_new, max_keys=max_keys)
+
+
+def _scan_pages(
+    pages: Iterable[list[ObjectRef]],
+    known: Callable[[Sequence[str]], set[tuple[str, str]]],
+    result: ScanResult,
+    *,
+    max_new: int,
+    max_keys: int,
+) -> ScanResult:
     for page in pages:
         if not page:
             continue
