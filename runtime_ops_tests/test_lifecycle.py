@@ -65,6 +65,16 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert store.alias("candidate") == 2 and store.alias("production") == 1
     [pending] = store.list_requests(status="pending")
     assert pending["candidate_version"] == 2
+    # The report's metadata plots the evaluation history: both versions, production marked, v2 highlighted.
+    [report] = [
+        m.materialization
+        for m in (e.event_specific_data for e in train2.get_asset_materialization_events())
+        if m.materialization.asset_key == dg.AssetKey("evaluation_report")
+    ]
+    history = report.metadata["history"].value.splitlines()
+    assert history[0] == "| version | recall@5 | ndcg@10 | mrr | verdict |"
+    assert history[2].startswith("| v1 (production) |") and history[3].startswith("| **v2** |")
+    assert "█" in history[3] and "needs approval" in history[3]
 
     # Selecting production_model alone bypasses the check in Dagster; the asset itself must still refuse.
     bypass = flow.materialize(["production_model"])

@@ -1,6 +1,7 @@
 """Models: train a candidate embedder, evaluate it against production, promote it behind the gate."""
 
 import time
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -8,6 +9,9 @@ from runtime_ops.documents.assets import document_chunks
 from runtime_ops.models.registry import corpus, load_embedder
 from runtime_ops.resources.state import GatePolicyResource, LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
+
+if TYPE_CHECKING:
+    from runtime_ops.store.store import StateStore
 
 
 class TrainConfig(dg.Config):
@@ -169,9 +173,30 @@ def evaluation_report(
             "candidate_digest": c_digest,
             "verdict": verdict.reason,
             "comparison": dg.MetadataValue.md(markdown),
+            "history": dg.MetadataValue.md(_history(store, candidate_version, production_version)),
         }
     )
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
+
+
+def _history(store: "StateStore", candidate_version: int, production_version: int | None) -> str:
+    from runtime_ops.models.history import EvaluatedVersion, history_markdown
+
+    def verdict_text(v: dict) -> str:
+        if v.get("auto_approve"):
+            return "auto-approve"
+        return "needs approval" if v.get("meets_policy") else "below policy"
+
+    versions = [
+        EvaluatedVersion(
+            version=row["candidate_version"],
+            metrics=row["candidate_metrics"],
+            verdict=verdict_text(row["verdict"] or {}),
+            production=row["candidate_version"] == production_version,
+        )
+        for row in store.eval_history()
+    ]
+    return history_markdown(versions, highlight=candidate_version)
 
 
 class PromotionConfig(dg.Config):

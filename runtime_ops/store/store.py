@@ -498,6 +498,15 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
             row = conn.execute(q).first()
             return dict(row._mapping) if row else None
 
+    def eval_history(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest report of each of the last `limit` evaluated candidate versions, oldest first."""
+        r = t.eval_reports
+        newest = select(func.max(r.c.id)).group_by(r.c.candidate_version).scalar_subquery()
+        q = select(r.c.candidate_version, r.c.candidate_metrics, r.c.verdict).where(r.c.id.in_(newest))
+        with self.tx() as conn:
+            rows = [dict(x._mapping) for x in conn.execute(q.order_by(r.c.candidate_version.desc()).limit(limit))]
+        return rows[::-1]
+
     def get_eval_report(self, report_id: int) -> dict[str, Any] | None:
         with self.tx() as conn:
             row = conn.execute(select(t.eval_reports).where(t.eval_reports.c.id == report_id)).first()
