@@ -8,12 +8,14 @@ import dagster as dg
 from runtime_ops.documents.chunking import chunk_text
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
+from runtime_ops.progress import Every
 from runtime_ops.resources.landing import ObjectChanged, ObjectGone, ObjectRef
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
-_PROGRESS_EVERY = 200
+# A progress line per interval, not per N documents: each one is an event-log write (see runtime_ops.progress).
+_PROGRESS_SECONDS = 10.0
 
 
 def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
@@ -49,6 +51,7 @@ def raw_documents(
     todo = [d for d in docs if d["status"] == "pending"]
     context.log.info(f"batch {batch_id}: {len(docs)} objects, {len(todo)} to parse (the rest done earlier)")
     started = time.monotonic()
+    progress = Every(_PROGRESS_SECONDS)
     quarantined: list[tuple[str, str, str]] = []
     for i, doc in enumerate(todo, 1):
         ref = ObjectRef(key=doc["key"], version=doc["version"], size=doc["size"], last_modified=doc["last_modified"])
@@ -79,7 +82,7 @@ def raw_documents(
             title=parsed.title,
             text=parsed.text,
         )
-        if i % _PROGRESS_EVERY == 0:
+        if progress.due():
             context.log.info(f"parsed {i}/{len(todo)} documents of batch {batch_id}")
     statuses = Counter(d["status"] for d in store.batch_documents(batch_id))
     return dg.MaterializeResult(
@@ -110,12 +113,13 @@ def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource
     docs = store.parsed_documents(batch_id)
     n_chunks = 0
     stale = 0
+    progress = Every(_PROGRESS_SECONDS)
     for i, doc in enumerate(docs, 1):
         pieces = chunk_text(doc["text"] or "")
         if store.store_chunks(doc["id"], pieces) == "superseded":
             stale += 1
         n_chunks += len(pieces)
-        if i % _PROGRESS_EVERY == 0:
+        if progress.due():
             context.log.info(f"chunked {i}/{len(docs)} documents of batch {batch_id}")
     store.mark_batch(batch_id, "ingested", run_id=context.run_id)
     return dg.MaterializeResult(
