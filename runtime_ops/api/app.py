@@ -18,6 +18,7 @@ import anyio
 from fastapi import BackgroundTasks, FastAPI, Form, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CollectorRegistry
 from sqlalchemy import select, text
 from starlette.concurrency import run_in_threadpool
 
@@ -93,7 +94,11 @@ class _SlackClock:
         return self._now().timestamp()
 
 
-def create_app(settings: Settings | None = None, clock: Callable[[], datetime] | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, clock: Callable[[], datetime] | None = None, dagster_instance: Any = None
+) -> FastAPI:
+    """`dagster_instance`: the instance /metrics reads runs and step events from; by default
+    `DagsterInstance.get()` when DAGSTER_HOME is set (the one the daemon and run workers write)."""
     settings = settings or get_settings()
     now = clock or default_clock.now
     store = open_store(settings.resolved_database_url)
@@ -299,6 +304,29 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
         rows = store.list_alerts(status=status, limit=max(1, min(limit, 500)))
         return JSONResponse(jsonable_encoder([{k: r.get(k) for k in _ALERT_FIELDS} for r in rows]))
 
+    # ------------------------------------------------------------------ Prometheus
+    from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
+
+    collector = RuntimeOpsCollector(
+        store, (lambda: dagster_instance) if dagster_instance is not None else None, clock=now
+    )
+    app.state.metrics_collector = collector
+    registry = metrics_registry(collector)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        try:
+            body = generate_latest(registry)
+        except Exception as exc:  # each source is guarded in the collector; this is the last resort, still no 500
+            collector.error("render", exc)
+            fallback = CollectorRegistry(auto_describe=False)
+            for family in collector.health():
+                fallback.register(_Fixed(family))
+            body = generate_latest(fallback)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -313,6 +341,16 @@ def create_app(settings: Settings | None = None, clock: Callable[[], datetime] |
         return JSONResponse({"status": "ready"})
 
     return app
+
+
+class _Fixed:
+    """A collector that yields one ready family (the /metrics fallback)."""
+
+    def __init__(self, family: Any) -> None:
+        self.family = family
+
+    def collect(self) -> Any:
+        yield self.family
 
 
 def _signature_problem(verifier: Any, body: bytes, headers: Any) -> str | None:

@@ -19,7 +19,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -145,8 +145,18 @@ def poll_delay(held: Held, attempt: int, rng: random.Random | None = None) -> fl
     return delay * (rng or random).uniform(0.5, 1.0) if delay > 0.002 else delay
 
 
+# `observer(lock name, outcome, seconds waited)`: outcome is acquired | timeout | unavailable.
+WaitObserver = Callable[[str, str, float], None]
+
+
 class LockerBase:
-    """Bounded wait and `hold` on top of a backend's `_try_acquire`, `release` and `extend`."""
+    """Bounded wait and `hold` on top of a backend's `_try_acquire`, `release` and `extend`.
+
+    `wait_observer`, when set, is told how long every `acquire` waited and how it ended (the lock-wait metric);
+    an observer that raises is logged and ignored, never the caller's problem.
+    """
+
+    wait_observer: WaitObserver | None = None
 
     @staticmethod
     def _extension_ttl(lease: Lease, ttl_ms: int | None) -> int:
@@ -177,19 +187,40 @@ class LockerBase:
         if wait_s < 0:
             raise ValueError("wait_s must be >= 0")
         token = new_token()
-        deadline = time.monotonic() + wait_s
+        started = time.monotonic()
+        deadline = started + wait_s
         attempt = 0
-        while True:
-            sent = time.monotonic()
-            result = self._try_acquire(name, token, ttl_ms)
-            if not isinstance(result, Held):
-                return Lease(name, token, int(result), ttl_ms, sent)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LockTimeout(name, wait_s, holder_of(result.holder_token), result.remaining_ms)
-            # Never sleep past the deadline, and make one last attempt at it.
-            time.sleep(min(poll_delay(result, attempt), left))
-            attempt += 1
+        try:
+            while True:
+                sent = time.monotonic()
+                result = self._try_acquire(name, token, ttl_ms)
+                if not isinstance(result, Held):
+                    lease = Lease(name, token, int(result), ttl_ms, sent)
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LockTimeout(name, wait_s, holder_of(result.holder_token), result.remaining_ms)
+                # Never sleep past the deadline, and make one last attempt at it.
+                time.sleep(min(poll_delay(result, attempt), left))
+                attempt += 1
+        except LockTimeout:
+            self._observe_wait(name, "timeout", time.monotonic() - started)
+            raise
+        except LockUnavailable:
+            self._observe_wait(name, "unavailable", time.monotonic() - started)
+            raise
+        # Measured up to the moment the lock was granted, before the observation's own write.
+        self._observe_wait(name, "acquired", time.monotonic() - started)
+        return lease
+
+    def _observe_wait(self, name: str, outcome: str, seconds: float) -> None:
+        observer = self.wait_observer
+        if observer is None:
+            return
+        try:
+            observer(name, outcome, seconds)
+        except Exception as exc:  # a metric must never decide whether a lock is taken
+            log.warning("lock wait of %r not observed: %s", name, exc)
 
     @contextlib.contextmanager
     def hold(

@@ -22,8 +22,12 @@ def open_locker(settings: Settings) -> LockerBase:
 def locker_for(redis_url: str | None, database_url: str) -> LockerBase:
     if redis_url:
         from runtime_ops.locks.redis_lock import RedisLocker
+        from runtime_ops.observability.metrics import LockWaitRecorder
+        from runtime_ops.store import open_store
 
-        return RedisLocker(redis_url)
+        # Lock waits are metrics of the state store whichever backend holds the locks; the store is opened on
+        # the first observation, so taking a Redis lock does not wait for it.
+        return RedisLocker(redis_url, wait_observer=LockWaitRecorder(open_store=lambda: open_store(database_url)))
     from runtime_ops.locks.store_lock import StoreLocker
     from runtime_ops.store import open_store
 

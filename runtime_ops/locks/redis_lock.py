@@ -19,7 +19,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from runtime_ops.locks.base import Held, Lease, LockerBase, LockUnavailable
+from runtime_ops.locks.base import Held, Lease, LockerBase, LockUnavailable, WaitObserver
 
 KEY_PREFIX = "runtime_ops:lock:"
 FENCE_PREFIX = "runtime_ops:fence:"
@@ -77,8 +77,17 @@ def redact_url(url: str) -> str:
 class RedisLocker(LockerBase):
     """Locks on the Redis at `url` (REDIS_URL). The client is created on first use; thread-safe."""
 
-    def __init__(self, url: str, *, socket_timeout: float = 2.0, connect_timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout: float = 2.0,
+        connect_timeout: float = 2.0,
+        wait_observer: WaitObserver | None = None,
+    ) -> None:
         self.url = url
+        # Where lock waits are recorded (the state store's lock-wait histogram, see `locker_for`); None: nowhere.
+        self.wait_observer = wait_observer
         self.socket_timeout = socket_timeout
         self.connect_timeout = connect_timeout
         self._client: Any = None

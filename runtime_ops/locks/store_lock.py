@@ -85,9 +85,13 @@ class _Statements:
 class StoreLocker(LockerBase):
     """Locks in the state store's `locks` table (the store must be migrated to revision 0003 or later)."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, *, wait_metrics: bool = True) -> None:
         self.store = store
         self._sql = _Statements(store.dialect)
+        if wait_metrics:  # every acquire's wait goes to the lock-wait histogram in the same store
+            from runtime_ops.observability.metrics import LockWaitRecorder
+
+            self.wait_observer = LockWaitRecorder(store)
 
     def _unavailable(self, exc: BaseException) -> LockUnavailable:
         url = self.store.engine.url.render_as_string(hide_password=True)

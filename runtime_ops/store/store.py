@@ -24,6 +24,7 @@ from runtime_ops.store import schema as t
 from runtime_ops.store.alerts import AlertsMixin
 from runtime_ops.store.approvals import ApprovalsMixin
 from runtime_ops.store.effects import EffectsMixin
+from runtime_ops.store.metrics import MetricsMixin
 from runtime_ops.store.migrate import upgrade_to_head
 from runtime_ops.store.sql import insert_ignore, utcnow
 
@@ -89,7 +90,7 @@ def open_store(url: str, *, migrate: bool = True) -> StateStore:
     return StateStore(engine)
 
 
-class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
+class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin, MetricsMixin):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
@@ -128,14 +129,25 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
         # constraint and is tried again, by then without the objects the winner recorded.
         for attempt in range(5):
             try:
-                return self._record_batch(source, objects)
+                batch, lags = self._record_batch(source, objects)
             except IntegrityError:
                 if attempt == 4:
                     raise
+                continue
+            if lags:
+                # After the batch committed, in its own transaction: a metrics failure cannot undo the batch.
+                from runtime_ops.observability import metrics
+
+                metrics.observe_many(self, "runtime_ops_landing_lag_seconds", lags)
+            return batch
         return None  # pragma: no cover
 
-    def _record_batch(self, source: str, objects: Sequence[NewObject]) -> dict[str, Any] | None:
+    def _record_batch(
+        self, source: str, objects: Sequence[NewObject]
+    ) -> tuple[dict[str, Any] | None, list[float]]:
+        """The batch row (None when every object was known) and the landing lag of each object it recorded."""
         now = utcnow()
+        lags: list[float] = []
         with self.tx() as conn:
             seq = (conn.execute(select(func.max(t.landing_batches.c.seq))).scalar() or 0) + 1
             batch_id = f"{now:%Y%m%dT%H%M%S}-{seq:06d}-{secrets.token_hex(3)}"
@@ -158,13 +170,16 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin):
                     )
                 )
                 inserted += res.rowcount or 0
+                if res.rowcount and obj.last_modified is not None:
+                    # A last_modified ahead of our clock (skew) is no lag, not a negative one.
+                    lags.append(max((now - obj.last_modified).total_seconds(), 0.0))
             if inserted == 0:
                 conn.rollback()
-                return None
+                return None, []
             conn.execute(update(t.landing_batches).where(t.landing_batches.c.id == batch_id).values(n_objects=inserted))
             return dict(
                 conn.execute(select(t.landing_batches).where(t.landing_batches.c.id == batch_id)).one()._mapping
-            )
+            ), lags
 
     def batches(self, status: str | None = None) -> list[dict[str, Any]]:
         q = select(t.landing_batches).order_by(t.landing_batches.c.seq)
