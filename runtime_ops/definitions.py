@@ -13,6 +13,8 @@ from runtime_ops.models.assets import embedding_model, evaluation_report, produc
 from runtime_ops.models.checks import human_approval, meets_policy
 from runtime_ops.models.regression import no_regression, production_evaluation, regression_job
 from runtime_ops.models.sensors import corpus_sensor
+from runtime_ops.observability.logs import configure_logging
+from runtime_ops.observability.steps import runtime_ops_logger
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import ApprovalsResource, GatePolicyResource, LocksResource, StateStoreResource
 from runtime_ops.schedules import regression_schedule, retrain_schedule
@@ -55,6 +57,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
 
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or get_settings()
+    # Every process that loads the code location (run workers, the daemon's sensors, the code server) writes
+    # runtime_ops.* Python logs through the same formatter and redaction as the run logs.
+    configure_logging(fmt=settings.log_format)
     return dg.Definitions(
         assets=[
             raw_documents,
@@ -72,6 +77,8 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         schedules=[retrain_schedule, regression_schedule],
         sensors=[landing_sensor, corpus_sensor, approvals_sensor, alert_sensor, automation_sensor],
         resources=build_resources(settings),
+        # Run logs as JSON lines (console lines in `make dev`); Dagster's event log (the UI) is unaffected.
+        loggers={"console": runtime_ops_logger},
     )
 
 

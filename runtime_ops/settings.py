@@ -11,7 +11,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     alert_rules: Path | None = Field(None, **_env("RUNTIME_OPS_ALERT_RULES"))
     alert_token: SecretStr | None = Field(None, **_env("RUNTIME_OPS_ALERT_TOKEN"))
 
+    # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
+    log_format: Literal["json", "console"] = Field("json", **_env("RUNTIME_OPS_LOG_FORMAT"))
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str | None) -> str | None:
@@ -128,6 +131,11 @@ class Settings(BaseSettings):
         if not path.is_file():
             raise ValueError("no such rule file (see runtime_ops/alerts/rules.example.yaml for the format)")
         return path
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _normalise_log_format(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("escalate_after", "expire_after", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ declarative automation downstream (answers, regression evaluation) follow a reme
 
 import dagster as dg
 
+from runtime_ops.observability.steps import observed
 from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY
 
@@ -26,6 +27,7 @@ class RollbackConfig(dg.Config):
     "every alias write fenced; refuses when production moved since the alert fired or the approval does not "
     "match this exact rollback."
 )
+@observed
 def rollback_production(
     context: dg.OpExecutionContext, config: RollbackConfig, state: StateStoreResource, locks: LocksResource
 ) -> None:
@@ -84,6 +86,7 @@ class ReembedConfig(dg.Config):
     description="Drop and recompute the production model's vectors of one landing batch (or everything), then "
     "rebuild the retrieval index and swap it in under the promotion lock (fenced).",
 )
+@observed
 def reembed_embeddings(
     context: dg.OpExecutionContext, config: ReembedConfig, state: StateStoreResource, locks: LocksResource
 ) -> None:

@@ -14,6 +14,7 @@ import dagster as dg
 from runtime_ops import clock
 from runtime_ops.alerts.jobs import reembed_job, rollback_job
 from runtime_ops.jobs import train_job
+from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
@@ -76,7 +77,7 @@ def run_request(alert: dict[str, Any]) -> dg.RunRequest:
             job_name="reembed_job",
             run_key=alert["run_key"],
             tags=tags,
-            run_config={"ops": {"reembed_embeddings": {"config": config}}},
+            run_config={"ops": {"reembed_embeddings": {"config": config}}, **RUN_LOGGER_CONFIG},
         )
     if action == "rollback":
         if alert.get("approval_id"):
@@ -91,7 +92,7 @@ def run_request(alert: dict[str, Any]) -> dg.RunRequest:
             job_name="rollback_job",
             run_key=alert["run_key"],
             tags={**GATED_RUN_TAGS, **tags},
-            run_config={"ops": {"rollback_production": {"config": config}}},
+            run_config={"ops": {"rollback_production": {"config": config}}, **RUN_LOGGER_CONFIG},
         )
     raise ValueError(f"alert #{alert['id']}: action {action!r} launches no run")
 

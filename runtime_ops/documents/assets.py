@@ -8,6 +8,7 @@ import dagster as dg
 from runtime_ops.documents.chunking import chunk_text
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
+from runtime_ops.observability.steps import observed
 from runtime_ops.progress import Every
 from runtime_ops.resources.landing import ObjectChanged, ObjectGone, ObjectRef
 from runtime_ops.resources.landing_resource import LandingResource
@@ -36,6 +37,7 @@ def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
     description="Landed objects of one batch, parsed to text (txt, md, html, json, jsonl, pdf). Unreadable, "
     "binary, empty or oversized files are quarantined with a reason; the rest of the batch goes on.",
 )
+@observed
 def raw_documents(
     context: dg.AssetExecutionContext,
     state: StateStoreResource,
@@ -107,6 +109,7 @@ def raw_documents(
     description="Parsed documents of one batch split into overlapping chunks; a new version of a key "
     "replaces the old one atomically.",
 )
+@observed
 def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
     store = state.store()
     batch_id = context.partition_key

@@ -7,6 +7,7 @@ import dagster as dg
 
 from runtime_ops.documents.assets import document_chunks
 from runtime_ops.models.registry import corpus, load_embedder
+from runtime_ops.observability.steps import observed
 from runtime_ops.resources.state import GatePolicyResource, LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
@@ -28,6 +29,7 @@ class TrainConfig(dg.Config):
     description="A candidate embedding model (TF-IDF + truncated SVD, i.e. LSA) trained on every current "
     "chunk; versioned in the registry by the digest of its bytes, so retraining on the same corpus is a no-op.",
 )
+@observed
 def embedding_model(
     context: dg.AssetExecutionContext, config: TrainConfig, state: StateStoreResource
 ) -> dg.MaterializeResult:
@@ -87,6 +89,7 @@ def embedding_model(
     description="The candidate against the production model on the golden question set: recall@k, MRR, "
     "nDCG@k as numeric metadata (plotted over versions in the UI), a markdown comparison and the verdict.",
 )
+@observed
 def evaluation_report(
     context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
 ) -> dg.MaterializeResult:
@@ -215,6 +218,7 @@ PROMOTION_RETRY_CAP_S = 30.0
     "itself (so a run that selects this asset without the human_approval check still refuses), then runs as a "
     "saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure.",
 )
+@observed
 def production_model(
     context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
 ) -> dg.MaterializeResult:

@@ -5,6 +5,7 @@ import dagster as dg
 from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
 from runtime_ops.models.assets import evaluation_report
+from runtime_ops.observability.steps import observed
 from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 
 
@@ -18,6 +19,7 @@ def _requester(context: dg.AssetCheckExecutionContext) -> str:
     blocking=True,
     description="The candidate does not regress past the allowed margin (RUNTIME_OPS_MAX_REGRESSION).",
 )
+@observed
 def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
     report = state.store().latest_eval_report()
     if report is None:
@@ -36,6 +38,7 @@ def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
     description="Passes when the policy auto-approves the candidate or a person approved this exact candidate "
     "digest; otherwise opens one approval request per digest and fails with how to decide it.",
 )
+@observed
 def human_approval(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, approvals: ApprovalsResource
 ) -> dg.AssetCheckResult:

@@ -5,6 +5,7 @@ import dagster as dg
 
 from runtime_ops.models.assets import production_model
 from runtime_ops.models.registry import corpus, load_embedder
+from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
@@ -28,6 +29,7 @@ def _promoted_with(store, version: int) -> dict[str, float] | None:  # type: ign
     description="The production model re-evaluated on the golden set and the current corpus; compared with the "
     "metrics it was promoted with (check no_regression). Runs after every promotion and on regression_schedule.",
 )
+@observed
 def production_evaluation(
     context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
 ) -> dg.MaterializeResult:
@@ -60,6 +62,7 @@ def production_evaluation(
     description="Warns when the production model scores worse than it did at promotion by more than "
     "RUNTIME_OPS_MAX_REGRESSION on the primary metric (the corpus drifted away from it: consider retraining).",
 )
+@observed
 def no_regression(context: dg.AssetCheckExecutionContext, gate: GatePolicyResource) -> dg.AssetCheckResult:
     event = context.instance.get_latest_materialization_event(production_evaluation.key)
     meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
@@ -79,5 +82,6 @@ regression_job = dg.define_asset_job(
     "regression_job",
     selection=dg.AssetSelection.assets(production_evaluation),
     tags={"dagster/max_runtime": "1800"},
+    config=RUN_LOGGER_CONFIG,
     description="Re-evaluate the production model on the current corpus.",
 )

@@ -12,6 +12,7 @@ from runtime_ops.automation import FOLLOW_UPSTREAM
 from runtime_ops.documents.assets import document_chunks
 from runtime_ops.models.assets import production_model
 from runtime_ops.models.registry import load_embedder
+from runtime_ops.observability.steps import observed
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
@@ -32,6 +33,7 @@ def _production_version(store) -> int:  # type: ignore[no-untyped-def]
     description="Every current chunk embedded with the production model. Incremental and resumable: a chunk "
     "is embedded once per model version; a killed run resumes where it stopped.",
 )
+@observed
 def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
     from runtime_ops.serving.indexing import embed_missing
 
@@ -59,6 +61,7 @@ def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreReso
     description="The retrieval index (normalised vectors + chunk ids) for the production model, swapped in "
     "atomically through the `retrieval_index` alias (reused when the promotion already built it).",
 )
+@observed
 def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
     from runtime_ops.serving.indexing import build_index
 
@@ -106,6 +109,7 @@ def default_questions() -> list[str]:
     description="Answers to questions from the retrieval index: extractive (best sentences of the top chunks) "
     "when no RUNTIME_OPS_MODEL_ENDPOINT is configured.",
 )
+@observed
 def rag_answers(
     context: dg.AssetExecutionContext, config: AnswersConfig, state: StateStoreResource
 ) -> dg.MaterializeResult:
