@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime_ops_tests import servers
+from runtime_ops_tests.topology import Topology
 
 
 def _session_server(factory):
@@ -103,3 +104,18 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     yield functools.partial(servers.runtime_ops_env, monkeypatch, tmp_path)
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def topology(postgres_server, _dagster_template, tmp_path):  # type: ignore[no-untyped-def]
+    """`topology(**env)` -> a Topology (nothing started yet) on the session PostgreSQL; stopped afterwards."""
+    made: list[Topology] = []
+
+    def make(**env: str | None) -> Topology:
+        topo = Topology.create(postgres_server, tmp_path / f"topology{len(made)}", template=_dagster_template, env=env)
+        made.append(topo)
+        return topo
+
+    yield make
+    for topo in made:
+        topo.stop()

@@ -101,21 +101,6 @@ def promoted_records(store: Any, request_id: str) -> list[dict[str, Any]]:
     return [r for r in store.audit_records(request_id) if r["event"] == "promoted"]
 
 
-@pytest.fixture
-def topology(postgres_server, _dagster_template, tmp_path):  # type: ignore[no-untyped-def]
-    """`topology(**env)` -> a Topology (nothing started yet) on the session PostgreSQL; stopped afterwards."""
-    made: list[Topology] = []
-
-    def make(**env: str | None) -> Topology:
-        topo = Topology.create(postgres_server, tmp_path / f"topology{len(made)}", template=_dagster_template, env=env)
-        made.append(topo)
-        return topo
-
-    yield make
-    for topo in made:
-        topo.stop()
-
-
 def production_with_backlog(env, postgres_url, topology, tmp_path):  # type: ignore[no-untyped-def]
     """Production model v1 serving the demo corpus, then ~1,900 new chunks it has not embedded yet; a running
     code server and daemon (sensors stopped: only the test launches runs)."""

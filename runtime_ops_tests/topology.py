@@ -9,6 +9,8 @@
                                         its back (a stray corpus_sensor run would race the run under test)
       .start_daemon()                   `dagster-daemon run -w workspace.yaml`: run queue, run monitoring, run
                                         retries (event log consumer), the sensors left running
+      .start_webserver()                `dagster-webserver -w workspace.yaml`, free port (UI, GraphQL: .webserver_url)
+      .start_ops_api()                  `runtime-ops serve` on a free port (Slack callbacks, /metrics at .ops_url)
       .launch(job) / .wait_for_run(...) / .worker_pid(run_id) / .kill_worker(run_id) / .stop()
 
 Every process gets the caller's environment (RUNTIME_OPS_*, REDIS_URL, failpoints, ...) plus DAGSTER_HOME, runs
@@ -140,6 +142,15 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :].split()[0] not in ("Z", "X")
 
 
+def _http_ok(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @dataclass
 class _Proc:
     name: str
@@ -156,6 +167,8 @@ class Topology:
     home: Path = field(init=False)
     workspace_yaml: Path = field(init=False)
     grpc_port: int = 0
+    webserver_url: str = ""
+    ops_url: str = ""
     _procs: dict[str, _Proc] = field(default_factory=dict)
     _running_sensors: list[Any] = field(default_factory=list)
     _instance: Any = None
@@ -280,6 +293,42 @@ class Topology:
                 return bool(ticks) and ticks[0].status.value != "STARTED"
 
             self._wait(ticked, timeout, f"a first finished tick of {sensor.name}")
+
+    def start_webserver(self, timeout: float = 90) -> str:
+        """`dagster-webserver` on the same workspace and instance; returns its URL once /server_info answers."""
+        port = free_port()
+        proc = self._spawn(
+            "webserver",
+            [str(BIN / "dagster-webserver"), "-w", str(self.workspace_yaml), "-h", HOST, "-p", str(port)],
+        )
+        self.webserver_url = f"http://{HOST}:{port}"
+        self._wait(lambda: self._check_alive(proc) and _http_ok(f"{self.webserver_url}/server_info"), timeout,
+                   "the webserver answering /server_info")  # fmt: skip
+        return self.webserver_url
+
+    def start_ops_api(self, port: int | None = None, timeout: float = 60) -> str:
+        """`runtime-ops serve` (the ops API) with this deployment's environment; its URL once /readyz is 200."""
+        port = port or free_port()
+        proc = self._spawn(
+            "ops_api",
+            [str(BIN / "runtime-ops"), "serve", "--host", HOST, "--port", str(port), "--log-level", "warning"],
+        )
+        self.ops_url = f"http://{HOST}:{port}"
+        self._wait(lambda: self._check_alive(proc) and _http_ok(f"{self.ops_url}/readyz"), timeout,
+                   "the ops API answering /readyz")  # fmt: skip
+        return self.ops_url
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """POST a query to the webserver's GraphQL endpoint; its `data` (errors raise)."""
+        import httpx
+
+        resp = httpx.post(f"{self.webserver_url}/graphql", json={"query": query, "variables": dict(variables or {})},
+                          timeout=30)  # fmt: skip
+        resp.raise_for_status()
+        body = resp.json()
+        if body.get("errors"):
+            raise TopologyError(f"GraphQL errors: {body['errors']}")
+        return body["data"]
 
     def stop_daemon(self) -> None:
         self._kill("daemon")
