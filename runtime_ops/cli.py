@@ -62,8 +62,10 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
         if report:
             print(report["markdown"])
             print(f"\nverdict: {report['verdict']['reason']}\n")
-    result = store.cast_vote(
-        args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli", now=clock.now()
+    from runtime_ops.observability.tracing import traced_vote
+
+    result = traced_vote(
+        store, args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli", now=clock.now()
     )
     print(result.message)
     if result.outcome == "accepted" and approve:
@@ -127,7 +129,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from runtime_ops.api.app import create_app
 
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    # log_config=None: uvicorn keeps its hands off logging; its loggers go through ours (configured in main).
+    uvicorn.run(
+        create_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False, log_config=None
+    )
     return 0
 
 
@@ -199,6 +204,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
             copied = copy_corpus(landing, subset=0.7)
             print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
     env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
+    # Readable log lines on a developer's terminal unless JSON was asked for explicitly.
+    env.setdefault("RUNTIME_OPS_LOG_FORMAT", "console")
     api_host, api_port = args.api_host, args.api_port
     procs = [
         subprocess.Popen(
@@ -315,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from runtime_ops.observability.logs import configure_logging, log_format
+
+        configure_logging(fmt="console" if args.command == "dev" else log_format(), root=True)
         return int(args.func(args))
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -29,6 +29,8 @@ from runtime_ops.api.webhooks import landing_router
 from runtime_ops.approvals import links
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack import MalformedInteraction, SlackNotifier, parse_interaction, slack_client
+from runtime_ops.observability.logs import register_settings_secrets
+from runtime_ops.observability.tracing import traced_vote
 from runtime_ops.settings import Settings, get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
@@ -103,6 +105,7 @@ def create_app(
     now = clock or default_clock.now
     store = open_store(settings.resolved_database_url)
     link_secret = settings.resolved_link_secret()
+    register_settings_secrets(settings, link_secret)
     notifier = None
     if settings.slack_bot_token and settings.slack_approval_channel:
         client = slack_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
@@ -171,7 +174,8 @@ def create_app(
             )
             return JSONResponse({"error": f"malformed interaction: {exc}"}, 400)
         result = await run_in_threadpool(
-            store.cast_vote,
+            traced_vote,
+            store,
             interaction.value,
             actor=interaction.user_id,
             approve=interaction.action_id == "approve",
@@ -240,7 +244,8 @@ def create_app(
                 now=now(),
             )
             return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
-        result = store.cast_vote(
+        result = traced_vote(
+            store,
             claims.request_id,
             actor=claims.approver,
             approve=action == "approve",

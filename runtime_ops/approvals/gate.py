@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.approvals.rules import RequestPolicy
+from runtime_ops.observability import tracing
 from runtime_ops.store import StateStore
 
 
@@ -60,19 +61,27 @@ def evaluate_gate(
             report,
         )
     auto = bool(verdict["auto_approve"])
-    request, created = store.open_request(
-        candidate_version=version,
-        candidate_digest=report["candidate_digest"],
-        eval_report_id=report["id"],
-        requested_by=requested_by,
-        kind="policy" if auto else "human",
-        decided_by="policy" if auto else None,
-        decision_reason=verdict["reason"] if auto else None,
-        run_id=run_id,
-        policy=policy,
-        compensation=CANARY_COMPENSATION,
-        now=now,
-    )
+    # The request span's traceparent is stored on the request, so each decision (in the ops API or the CLI,
+    # minutes or days later) and the promotion run link back to it.
+    with tracing.approval_request_span(
+        **{"approval.kind": "policy" if auto else "human", "approval.candidate_version": version}
+    ) as span:
+        request, created = store.open_request(
+            candidate_version=version,
+            candidate_digest=report["candidate_digest"],
+            eval_report_id=report["id"],
+            requested_by=requested_by,
+            kind="policy" if auto else "human",
+            decided_by="policy" if auto else None,
+            decision_reason=verdict["reason"] if auto else None,
+            run_id=run_id,
+            policy=policy,
+            compensation=CANARY_COMPENSATION,
+            now=now,
+            trace_context=tracing.traceparent(span),
+        )
+        span.set_attribute("approval.id", request["id"])
+        span.set_attribute("approval.created", created)
     if created and not auto:
         store.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
     return outcome_for(request, report)

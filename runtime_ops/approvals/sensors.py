@@ -2,6 +2,7 @@
 
 import json
 import logging
+import sys
 
 import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
@@ -11,11 +12,13 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from runtime_ops import clock
 from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import promotion_job
+from runtime_ops.observability.logs import log_format
 from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 
 APPROVAL_TAG = "runtime_ops/approval_id"
+APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 console = logging.getLogger("runtime_ops.approvals")
 _REPORT_KEY = dg.AssetKey("evaluation_report")
 
@@ -46,9 +49,13 @@ def approvals_sensor(
     announcer = approvals.announcer(store)
 
     def emit(message: str) -> None:
-        # In the tick log (UI) and on the console of `dagster dev`, where a newcomer without Slack finds links.
+        # Log lines never carry a link's token (logs redact it: a link decides for its approver). Without Slack,
+        # a developer's terminal (RUNTIME_OPS_LOG_FORMAT=console, as `make dev` sets) still gets the usable
+        # links, printed rather than logged, so the gate works out of the box; JSON (production) logs do not.
         context.log.warning(message)
         console.warning(message)
+        if log_format() == "console":
+            print(f"[runtime_ops] {message}", file=sys.stderr, flush=True)
 
     announcer.emit = emit
     changes = announcer.tick(clock.now())
@@ -67,7 +74,12 @@ def approvals_sensor(
         requests.append(
             dg.RunRequest(
                 run_key=request["id"],
-                tags={APPROVAL_TAG: request["id"], **GATED_RUN_TAGS},
+                tags={
+                    APPROVAL_TAG: request["id"],
+                    **GATED_RUN_TAGS,
+                    # The promotion's step spans link to the span that opened the request (see observe_step).
+                    **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
+                },
                 run_config={"ops": {"production_model": {"config": {"approval_id": request["id"]}}}},
             )
         )

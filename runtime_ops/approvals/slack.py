@@ -467,9 +467,15 @@ class SlackNotifier:
             raise SlackError(method, "invalid_response_url", detail=f"scheme {scheme or '(none)'!r} is not http(s)")
         from slack_sdk.webhook import WebhookClient
 
+        from runtime_ops.observability.tracing import client_span
+
         webhook = WebhookClient(response_url, timeout=int(max(1, round(self.timeout))))
+        parts = urlsplit(response_url)
         try:
-            resp = webhook.send_dict(payload)
+            # The path of a response_url is a capability (it answers without a token): only the host is kept.
+            with client_span("slack response_url", method="POST", url=f"{parts.scheme}://{parts.netloc}/") as span:
+                resp = webhook.send_dict(payload)
+                span.status_code(resp.status_code)
         except TimeoutError as exc:
             raise SlackError(method, "timeout") from exc
         except OSError as exc:
@@ -485,8 +491,19 @@ class SlackNotifier:
     def _call(self, method: str, call: Callable[[], Any]) -> Any:
         from slack_sdk.errors import SlackApiError, SlackClientError
 
+        from runtime_ops.observability.tracing import client_span
+
+        url = f"{getattr(self.client, 'base_url', '') or ''}{method}"
         try:
-            return call()
+            # A CLIENT span per Web API call (slack_sdk's own retries included); the token is in a header.
+            with client_span(f"slack {method}", method="POST", url=url, **{"rpc.method": method}) as span:
+                try:
+                    response = call()
+                except SlackApiError as exc:
+                    span.status_code(getattr(exc.response, "status_code", None))
+                    raise
+                span.status_code(getattr(response, "status_code", None))
+                return response
         except SlackApiError as exc:
             raise self._api_error(method, exc) from None
         except TimeoutError as exc:

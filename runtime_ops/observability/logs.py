@@ -476,3 +476,18 @@ def configure_logging(*, fmt: str | None = None, root: bool = False, level: int 
         target.propagate = False
     logging.getLogger("runtime_ops").setLevel(level)
     return handler
+
+
+def register_settings_secrets(settings: Any, *more: str | None) -> None:
+    """Treat the secret values of an explicit Settings object (and `more`) as secrets in this process's logs."""
+    values: list[str | None] = list(more)
+    for field in ("slack_bot_token", "slack_signing_secret", "link_secret", "model_api_key", "webhook_secret"):
+        secret = getattr(settings, field, None)
+        values.append(secret.get_secret_value() if secret else None)
+    secret = getattr(settings, "alert_token", None)
+    values.append(secret.get_secret_value() if secret else None)
+    values += [
+        _url_password(getattr(settings, "database_url", None)),
+        _url_password(getattr(settings, "redis_url", None)),
+    ]
+    register_secret(*values)

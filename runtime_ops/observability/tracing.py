@@ -21,8 +21,10 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -320,3 +322,81 @@ def instrument_boto3_client(client: Any) -> Any:
     with contextlib.suppress(AttributeError):  # botocore clients accept attributes; a stand-in may not
         client._runtime_ops_traced = True
     return client
+
+
+# ------------------------------------------------------------------------------------------------ approvals
+
+
+@contextlib.contextmanager
+def approval_request_span(**attributes: Any) -> Iterator[trace.Span]:
+    """The span of opening an approval request; its traceparent is what the request row keeps."""
+    with tracer().start_as_current_span(
+        "approval.request", attributes={k: v for k, v in attributes.items() if v is not None}
+    ) as span:
+        yield span
+
+
+def _as_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def record_approval_decision(
+    request: Mapping[str, Any] | None,
+    *,
+    request_id: str,
+    channel: str,
+    action: str,
+    outcome: str,
+    start_time_ns: int,
+    now: datetime | None = None,
+) -> trace.Span:
+    """The `approval.decision` span of one decision attempt (Slack click, signed link, CLI), linked to the span
+    that opened the request (its stored traceparent), with the time the request had waited.
+
+    Recorded after the vote's transaction, with the attempt's start time: the link needs the request row,
+    which the vote reads under its lock anyway, so no extra read is added to the click path.
+    """
+    request = request or {}
+    created = _as_utc(request.get("created_at"))
+    decided = _as_utc(now) or datetime.now(UTC)
+    attrs: dict[str, Any] = {
+        "approval.id": request_id,
+        "approval.outcome": outcome,
+        "approval.action": action,
+        "approval.channel": channel,
+        "approval.status": request.get("status"),
+        "approval.kind": request.get("kind"),
+        "approval.candidate_version": request.get("candidate_version"),
+    }
+    if created is not None:
+        attrs["approval.wait_seconds"] = max(0.0, (decided - created).total_seconds())
+    links = link_from(request.get("trace_context"), **{"approval.id": request_id})
+    span = tracer().start_span(
+        "approval.decision",
+        kind=SpanKind.INTERNAL,
+        attributes={k: v for k, v in attrs.items() if v is not None},
+        links=links,
+        start_time=start_time_ns,
+    )
+    span.end()
+    return span
+
+
+def traced_vote(
+    store: Any, request_id: str, *, channel: str, approve: bool, now: datetime | None = None, **kw: Any
+) -> Any:
+    """`store.cast_vote(...)` plus its `approval.decision` span: what every decision path calls."""
+    start = time.time_ns()
+    result = store.cast_vote(request_id, channel=channel, approve=approve, now=now, **kw)
+    record_approval_decision(
+        result.request,
+        request_id=request_id,
+        channel=channel,
+        action="approve" if approve else "reject",
+        outcome=result.outcome,
+        start_time_ns=start,
+        now=now,
+    )
+    return result

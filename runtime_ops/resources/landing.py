@@ -426,7 +426,10 @@ class S3LandingSource:
                 if self._client is None:
                     from dagster_aws.s3 import S3Resource  # ~3.5 s: only when S3 is actually used
 
-                    self._client = S3Resource(endpoint_url=self.endpoint_url).get_client()
+                    from runtime_ops.observability.tracing import instrument_boto3_client
+
+                    # A CLIENT span per S3 call (botocore event hooks), with the bucket, URL and status.
+                    self._client = instrument_boto3_client(S3Resource(endpoint_url=self.endpoint_url).get_client())
         return self._client
 
     def _missing_bucket(self, exc: Exception) -> LandingBucketMissing:

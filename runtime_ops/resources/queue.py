@@ -61,7 +61,9 @@ def _client(endpoint_url: str | None, region: str | None) -> Any:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            client = session.client("sqs", endpoint_url=endpoint_url, region_name=region)
+            from runtime_ops.observability.tracing import instrument_boto3_client
+
+            client = instrument_boto3_client(session.client("sqs", endpoint_url=endpoint_url, region_name=region))
             _CLIENTS[key] = client
         return client
 

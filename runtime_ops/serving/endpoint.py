@@ -135,7 +135,7 @@ class ChatEndpoint:
             "temperature": 0,
         }
         response = call_with_retries(
-            lambda: self._client.post(self.url, json=body),
+            lambda: self._traced_post(body),
             what=self.what,
             backoff=self.backoff,
             sleep=self._sleep,
@@ -145,6 +145,15 @@ class ChatEndpoint:
             redact=(self._api_key,) if self._api_key else (),
         )
         return _content(response).strip()
+
+    def _traced_post(self, body: dict[str, Any]) -> httpx.Response:
+        """One attempt, as a CLIENT span (a retried call is one span per attempt)."""
+        from runtime_ops.observability.tracing import client_span
+
+        with client_span("POST", method="POST", url=self.url, **{"gen_ai.request.model": self.model}) as span:
+            response = self._client.post(self.url, json=body)
+            span.status_code(response.status_code)
+            return response
 
     def close(self) -> None:
         self._client.close()

@@ -277,6 +277,7 @@ class ApprovalsMixin:
         policy: RequestPolicy | None = None,
         compensation: str | None = None,
         now: datetime | None = None,
+        trace_context: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Open the approval request for a candidate digest, once. Returns (request, created).
 
@@ -303,6 +304,8 @@ class ApprovalsMixin:
                 "created_at": now,
                 "run_id": run_id,
                 "compensation": compensation if kind == "human" else None,
+                # W3C traceparent of the span that opened it: decisions link back to it across processes.
+                "trace_context": trace_context,
                 **(policy.to_columns(now) if kind == "human" else {"required_approvals": 1}),
             }
             if kind == "policy":
