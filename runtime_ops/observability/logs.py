@@ -88,8 +88,10 @@ MIN_SECRET_LENGTH = 6
 _PATTERNS = (
     # The token segment of signed approval links (/approvals/<token>), whatever host serves them.
     (re.compile(r"(/approvals/)[A-Za-z0-9_\-.%]{16,}"), r"\1" + REDACTED),
-    # A bare itsdangerous/JWT-style token (base64 JSON payload '{"...' = 'eyJ', then a signature).
+    # A bare itsdangerous/JWT-style token: base64 JSON ('{"...' = 'eyJ') or, compressed, '.' + zlib ('eJ'),
+    # then a signature.
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-.]{16,}"), REDACTED),
+    (re.compile(r"\.eJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{16,}"), REDACTED),
     # Slack tokens (bot, user, app, refresh...).
     (re.compile(r"\bxox[abeoprs]-[A-Za-z0-9\-]{8,}"), REDACTED),
     # The password of any URL with credentials (postgresql://user:pw@host, redis://:pw@host).
@@ -206,12 +208,17 @@ def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     }
 
 
-def _redact_args(args: Any, values: tuple[str, ...]) -> Any:
-    if isinstance(args, Mapping):
-        return {k: REDACTOR.value(v, values) if isinstance(v, str | bytes) else v for k, v in args.items()}
-    if isinstance(args, tuple):
-        return tuple(REDACTOR.value(v, values) if isinstance(v, str | bytes) else v for v in args)
-    return args
+def _redact_message(record: logging.LogRecord, values: tuple[str, ...]) -> None:
+    """Format the message now (args can be any object whose str() carries a secret, e.g. an httpx.URL) and
+    keep only its redacted text."""
+    if record.args:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: leave it for logging's own error report
+            return
+        record.msg, record.args = REDACTOR.text(message, values), ()
+    elif isinstance(record.msg, str):
+        record.msg = REDACTOR.text(record.msg, values)
 
 
 class RedactionFilter(logging.Filter):
@@ -219,10 +226,7 @@ class RedactionFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         values = REDACTOR.values()
-        if isinstance(record.msg, str):
-            record.msg = REDACTOR.text(record.msg, values)
-        if record.args:
-            record.args = _redact_args(record.args, values)
+        _redact_message(record, values)
         for key, value in extra_fields(record).items():
             if isinstance(value, str | bytes | Mapping | list | tuple):
                 setattr(record, key, REDACTOR.value(value, values))
@@ -251,14 +255,8 @@ def install_record_factory() -> None:
 
         def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            try:
-                values = REDACTOR.values()
-                if isinstance(record.msg, str):
-                    record.msg = REDACTOR.text(record.msg, values)
-                if record.args:
-                    record.args = _redact_args(record.args, values)
-            except Exception:  # logging must never fail because of redaction
-                pass
+            with contextlib.suppress(Exception):  # logging must never fail because of redaction
+                _redact_message(record, REDACTOR.values())
             return record
 
         logging.setLogRecordFactory(factory)
