@@ -107,7 +107,7 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(  # noqa: PLR0915
+def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
     env, postgres_url, dagster_instance, tmp_path, capfd, spans
 ) -> None:
     landing = tmp_path / "landing"
@@ -210,9 +210,8 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(  
         ours = [d for d in docs if d.get("status") in ("started", "succeeded") and "event" not in d]
         assert ours and all(d.get("asset") and d.get("trace_id") and d.get("span_id") for d in ours), name
     assert any(d.get("batch_id") and d.get("asset") == "raw_documents" for d in by_run[ingest2.run_id])
-    assert any(d.get("status") == "failed" or d.get("event") == "STEP_FAILURE" for d in by_run[train2.run_id]) or any(
-        d.get("status") == "check_failed" for d in by_run[train2.run_id]
-    )
+    # The gate's failed check is a status too (Dagster's ASSET_CHECK_EVALUATION event).
+    assert any(d.get("status") == "check_failed" for d in by_run[train2.run_id])
     assert all(d.get("approval_id") == pending["id"] for d in by_run[promotion.run_id])
     api_lines = [d for d in lines if d["logger"] == "uvicorn.access"]
     assert any("/approvals/[REDACTED]" in d["message"] for d in api_lines), "the access log was captured, redacted"
@@ -238,7 +237,8 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(  
         mine = [s for s in steps if s.attributes.get("dagster.run_id") == run.run_id]
         assert mine, f"no step span for {name}"
         assert all(format(s.context.trace_id, "032x") == run.run_id.replace("-", "") for s in mine)
-        assert all(s.attributes["dagster.job"] == run.dagster_run.job_name and s.attributes["dagster.step_key"] for s in mine)
+        assert all(s.attributes["dagster.job"] == run.dagster_run.job_name for s in mine)
+        assert all(s.attributes["dagster.step_key"] for s in mine)
     [request_span] = [
         s
         for s in finished_spans
