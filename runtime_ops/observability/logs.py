@@ -197,7 +197,8 @@ def register_secret(*values: str | None) -> None:
     REDACTOR.register(*values)
 
 
-_STANDARD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+# color_message: uvicorn's ANSI-colored copy of the message.
+_STANDARD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName", "color_message"}
 _DAGSTER_ATTRS = frozenset({"dagster_meta", "dagster_event", "dagster_event_batch_metadata"})
 
 
@@ -469,6 +470,8 @@ def configure_logging(*, fmt: str | None = None, root: bool = False, level: int 
             lg = logging.getLogger(name)
             lg.handlers.clear()
             lg.propagate = True
+        # Alembic announces each of its plugins at INFO on every start; its migrations still log.
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     else:
         handler.addFilter(_NotCapturedByDagster(target))
         target.propagate = False
