@@ -12,9 +12,8 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Engine, String, and_, any_, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
@@ -27,6 +26,9 @@ from runtime_ops.store.effects import EffectsMixin
 from runtime_ops.store.metrics import MetricsMixin
 from runtime_ops.store.migrate import upgrade_to_head
 from runtime_ops.store.sql import insert_ignore, utcnow
+
+if TYPE_CHECKING:  # numpy is imported where embeddings are written: loading the code location never needs it
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -543,6 +545,8 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin, MetricsMixin):
 
     def put_embeddings(self, model_version: int, rows: Iterable[tuple[int, np.ndarray]]) -> int:
         """Store vectors; a chunk already embedded with this model is left as it is (never written twice)."""
+        import numpy as np
+
         with self.tx() as conn:
             stmt = insert_ignore(t.chunk_embeddings, conn)
             payload = [
