@@ -1,7 +1,10 @@
 """Run the registered benchmarks, print a table, write bench/results/latest.{json,md}.
 
-    python -m bench                 every benchmark
-    python -m bench -k approvals    only those whose name contains "approvals"
+    python -m bench                 every benchmark; bench/results/latest.* are rewritten
+    python -m bench -k approvals    only those whose name contains "approvals"; their rows in latest.* are
+                                    replaced, every other row is kept (each row records when it ran)
+    python -m bench -k load --out /tmp/r   write the results to /tmp/r/latest.* instead (no merge there
+                                    unless that folder already holds results)
     python -m bench --list          list them
 
 Exit status: 0 when every benchmark ran (whether or not it met its target), 1 when one crashed, 130 when
@@ -64,11 +67,33 @@ def render_text(cells: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(cells: list[list[str]], machine: dict[str, Any], started: str) -> str:
+def _runs_line(rows: list[dict[str, Any]]) -> str:
+    """When the rows ran: one run, or (after `-k` runs merged into a full one) which benchmarks ran when."""
+    by_time: dict[str, list[str]] = {}
+    for r in rows:
+        by_time.setdefault(r.get("run_at") or "an earlier run", []).append(r["name"].split(".")[0])
+    if len(by_time) == 1:
+        return f"Run {next(iter(by_time))}"
+    parts = [f"{', '.join(dict.fromkeys(names))} at {when}" for when, names in sorted(by_time.items())]
+    return "Runs: " + "; ".join(parts)
+
+
+def merge(previous: list[dict[str, Any]], fresh: list[dict[str, Any]], rerun: list[str]) -> list[dict[str, Any]]:
+    """`previous` rows minus those of the benchmarks in `rerun`, plus `fresh`, in benchmark order (each
+    benchmark's rows stay in the order it reported them)."""
+
+    def of_rerun(name: str) -> bool:
+        return any(name == b or name.startswith(b + ".") for b in rerun)
+
+    kept = [r for r in previous if not of_rerun(r["name"])]
+    return sorted(kept + fresh, key=lambda r: r["name"].split(".")[0])
+
+
+def render_markdown(cells: list[list[str]], machine: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     out = [
         "# runtime_ops benchmarks",
         "",
-        f"Run {started} on {machine['cpus']} CPUs, Python {machine['python']}, {machine['platform']}.",
+        f"{_runs_line(rows)} on {machine['cpus']} CPUs, Python {machine['python']}, {machine['platform']}.",
         "Ratios are ours / baseline, both measured in the same run; targets are reported, not asserted.",
         "",
         "| " + " | ".join(cells[0]) + " |",
@@ -86,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="runtime_ops benchmarks")
     parser.add_argument("-k", dest="pattern", default="", help="run only benchmarks whose name contains this")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="folder for latest.json / latest.md (default: bench/results)"
+    )
     args = parser.parse_args(argv)
 
     # SIGTERM unwinds like Ctrl-C, so every benchmark's `finally` stops its servers and databases.
@@ -117,17 +145,21 @@ def main(argv: list[str] | None = None) -> int:
             crashed.append(b.name)
         print(f"   done in {time.monotonic() - t0:.1f}s", flush=True)
 
-    rows = [r.to_json(machine) for r in results]
-    cells = table(rows)
+    rows = [{**r.to_json(machine), "run_at": started} for r in results]
     print()
-    print(render_text(cells))
+    print(render_text(table(rows)))
     for r in rows:
         if r["details"]:
             print(f"\n{r['name']}:\n{json.dumps(r['details'], indent=2)}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (RESULTS / "latest.md").write_text(render_markdown(cells, machine, started))
-    print(f"\nwrote {RESULTS / 'latest.json'} and {RESULTS / 'latest.md'}")
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    written = out / "latest.json"
+    if args.pattern and written.exists():
+        # A partial run updates its own rows only: the full report of the last `make bench` stays whole.
+        rows = merge(json.loads(written.read_text()), rows, [b.name for b in selected])
+    written.write_text(json.dumps(rows, indent=2) + "\n")
+    (out / "latest.md").write_text(render_markdown(table(rows), machine, rows))
+    print(f"\nwrote {written} and {out / 'latest.md'}")
     if crashed:
         print(f"crashed: {', '.join(crashed)}", file=sys.stderr)
         return 1
