@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -123,6 +124,8 @@ class Redactor:
         self._lock = threading.Lock()
         self._cache_key: tuple[int, frozenset[str]] | None = None
         self._values: tuple[str, ...] = ()
+        self._checked_ident = 0
+        self._checked_until = 0.0
 
     def register(self, *values: str | None) -> None:
         with self._lock:
@@ -155,6 +158,13 @@ class Redactor:
         return ident, values
 
     def values(self) -> tuple[str, ...]:
+        # Re-read at most every second for the same settings object: a stat() and a settings walk per record
+        # would cost more than the rest of the line.
+        now = time.monotonic()
+        ident = self._current_settings_id()
+        with self._lock:
+            if self._cache_key is not None and ident == self._checked_ident and now < self._checked_until:
+                return self._values
         ident, found = self._settings_values()
         key = (ident, frozenset(found))
         with self._lock:
@@ -163,7 +173,17 @@ class Redactor:
                 # Longest first, so a secret containing another is replaced whole.
                 self._values = tuple(sorted(found_all, key=len, reverse=True))
                 self._cache_key = key
+            self._checked_ident, self._checked_until = ident, now + 1.0
             return self._values
+
+    @staticmethod
+    def _current_settings_id() -> int:
+        try:
+            from runtime_ops.settings import get_settings
+
+            return id(get_settings())
+        except Exception:
+            return 0
 
     def text(self, text: str, values: Iterable[str] | None = None) -> str:
         for value in self.values() if values is None else values:
