@@ -14,7 +14,7 @@ from runtime_ops.models.checks import human_approval, meets_policy
 from runtime_ops.models.regression import no_regression, production_evaluation, regression_job
 from runtime_ops.models.sensors import corpus_sensor
 from runtime_ops.observability.logs import configure_logging
-from runtime_ops.observability.steps import runtime_ops_logger
+from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import ApprovalsResource, GatePolicyResource, LocksResource, StateStoreResource
 from runtime_ops.schedules import regression_schedule, retrain_schedule
@@ -60,6 +60,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     # Every process that loads the code location (run workers, the daemon's sensors, the code server) writes
     # runtime_ops.* Python logs through the same formatter and redaction as the run logs.
     configure_logging(fmt=settings.log_format)
+    default_for_unconfigured_runs()
     return dg.Definitions(
         assets=[
             raw_documents,

@@ -86,6 +86,32 @@ def runtime_ops_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
     return logger
 
 
+def default_for_unconfigured_runs() -> bool:
+    """Make `runtime_ops_logger` the logger of runs whose run config names no logger.
+
+    Dagster builds a `Definitions(loggers=...)` logger only when the run config mentions it; every other run
+    (declarative automation, the implicit asset job, a materialization started in the UI) gets the colored
+    console logger from `default_system_loggers`. The jobs we define carry RUN_LOGGER_CONFIG; for the rest
+    this swaps the fallback in the one module that builds run loggers (dagster 1.13.27,
+    `context_creation_job`), in the processes that load this code location. Returns False, changing nothing,
+    when that module no longer has the hook (a Dagster upgrade; a test pins the behaviour).
+    """
+    from dagster._core.execution import context_creation_job as ccj
+
+    current = getattr(ccj, "default_system_loggers", None)
+    if current is None:
+        return False
+    if getattr(current, "runtime_ops", False):
+        return True
+
+    def runtime_ops_system_loggers(instance: Any) -> list[tuple[dg.LoggerDefinition, dict[str, Any]]]:
+        return [(runtime_ops_logger, {"log_level": "INFO", "name": "runtime_ops.run"})]
+
+    runtime_ops_system_loggers.runtime_ops = True  # type: ignore[attr-defined]
+    ccj.default_system_loggers = runtime_ops_system_loggers  # type: ignore[assignment]
+    return True
+
+
 def _current_context() -> Any:
     for getter in (dg.AssetExecutionContext.get, dg.AssetCheckExecutionContext.get, dg.OpExecutionContext.get):
         try:
