@@ -28,11 +28,17 @@ class FakeClock:
 
 
 class ApiServer:
-    """`create_app(settings, clock)` served by uvicorn on 127.0.0.1:free port in a background thread."""
+    """`create_app(settings, clock)` served by uvicorn on 127.0.0.1:free port in a background thread.
 
-    def __init__(self, settings: Any, clock: Any = None) -> None:
+    `serve_logging=True` runs it the way `runtime-ops serve` does: our logging on the root logger (uvicorn's
+    own log config off) and uvicorn's access log on, for tests of what the process writes."""
+
+    def __init__(
+        self, settings: Any, clock: Any = None, *, port: int | None = None, serve_logging: bool = False
+    ) -> None:
         self.settings, self.clock = settings, clock
-        self.port = free_port()
+        self.serve_logging = serve_logging
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -43,7 +49,12 @@ class ApiServer:
         from runtime_ops.api.app import create_app
 
         app = create_app(self.settings, clock=self.clock.now if self.clock else None)
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        logging_opts: dict[str, Any] = (
+            {"log_level": "info", "access_log": True, "log_config": None}
+            if self.serve_logging
+            else {"log_level": "warning", "access_log": False}
+        )
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, **logging_opts)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -89,3 +91,13 @@ class Flow:
             return set(), None
         run = self.materialize(sorted(keys, key=lambda k: k.to_user_string()))
         return {k.to_user_string() for k in keys}, run
+
+
+def land_files(files: list[Path], landing: Path) -> None:
+    """Copy demo-corpus files into a landing folder under their corpus-relative keys (what the golden set names)."""
+    from runtime_ops.demo import CORPUS_DIR
+
+    for src in files:
+        dest = landing / src.relative_to(CORPUS_DIR)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)

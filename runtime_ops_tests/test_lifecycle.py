@@ -3,7 +3,6 @@ approve through the CLI, promote, re-embed and re-index."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -13,14 +12,7 @@ from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
-
-
-def _copy(files: list[Path], landing: Path) -> None:
-    for src in files:
-        dest = landing / src.relative_to(CORPUS_DIR)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+from runtime_ops_tests.flow import Flow, land_files
 
 
 @pytest.fixture
@@ -45,7 +37,7 @@ def test_approval_through_cli_promotes_and_reindexes(
     first, second = corpus_halves
     assert flow.automate() == (set(), None)  # the automation sensor's first tick only takes a baseline
 
-    _copy(first, landing)
+    land_files(first, landing)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success, "the first model is auto-approved and promoted in the same run"
@@ -56,7 +48,7 @@ def test_approval_through_cli_promotes_and_reindexes(
     # promotion triggers a regression evaluation.
     assert flow.automate()[0] == {"production_evaluation"}
 
-    _copy(second, landing)
+    land_files(second, landing)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train2] = flow.tick_and_run("corpus_sensor")
     assert not train2.success  # the blocking human_approval check failed and skipped the promotion
@@ -132,10 +124,10 @@ def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_pat
     flow = Flow(dagster_instance)
     store = open_store(get_settings().resolved_database_url)
     first, second = corpus_halves
-    _copy(first, landing)
+    land_files(first, landing)
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
-    _copy(second[:10], landing)
+    land_files(second[:10], landing)
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
     [pending] = store.list_requests(status="pending")

@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
-import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +19,8 @@ from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.observability import logs, tracing
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.approvals_support import ApiServer
+from runtime_ops_tests.flow import Flow, land_files
 from runtime_ops_tests.servers import free_port
 from runtime_ops_tests.slack_server import SlackServer
 from runtime_ops_tests.slack_signing import interaction_body, sign
@@ -56,44 +54,6 @@ class _Records(logging.Handler):
             out.append(json.dumps(logs.extra_fields(r), default=str))
             out.append(r.exc_text or "")
         return "\n".join(out)
-
-
-class _Api:
-    """The ops API the way `runtime-ops serve` runs it: our logging on the root logger, uvicorn's access log on."""
-
-    def __init__(self, settings: Any, port: int) -> None:
-        import uvicorn
-
-        from runtime_ops.api.app import create_app
-
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="info", access_log=True, log_config=None
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = f"http://127.0.0.1:{port}"
-
-    def __enter__(self) -> _Api:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError("ops API did not start")
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-
-def _copy(files: list[Path], landing: Path) -> None:
-    for src in files:
-        dest = landing / src.relative_to(CORPUS_DIR)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
 
 
 @pytest.fixture
@@ -136,11 +96,11 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
             flow = Flow(dagster_instance)
             store = open_store(settings.resolved_database_url)
             files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
-            _copy(files[::2], landing)
+            land_files(files[::2], landing)
             [ingest1] = flow.tick_and_run("landing_sensor")
             [train1] = flow.tick_and_run("corpus_sensor")
             assert ingest1.success and train1.success
-            _copy(files[1::2], landing)
+            land_files(files[1::2], landing)
             [ingest2] = flow.tick_and_run("landing_sensor")
             [train2] = flow.tick_and_run("corpus_sensor")
             assert ingest2.success and not train2.success  # waits for two people
@@ -155,7 +115,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
                 extra={"config": {"key": PLANTED["RUNTIME_OPS_MODEL_API_KEY"], "db": db_url}},
             )
 
-            with _Api(settings, api_port) as api:
+            with ApiServer(settings, port=api_port, serve_logging=True) as api:
                 assert flow.tick("approvals_sensor") == []  # announces: Slack message + personal links
                 links = {e["user"]: e["text"] for e in slack.ephemerals}
                 link = re.search(r"https?://\S+/approvals/[A-Za-z0-9_.\-]+", links["U2"]).group(0)

@@ -5,7 +5,6 @@ survives a failing source."""
 from __future__ import annotations
 
 import random
-import shutil
 import threading
 import time
 from collections import Counter
@@ -30,7 +29,7 @@ from runtime_ops.observability.metrics import METRIC_NAMES, METRICS, bucket_coun
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.store import NewObject
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.flow import Flow, land_files
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 STEP_TYPES = {dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
@@ -206,13 +205,6 @@ def _assert_dagster_matches(samples: Samples, instance: dg.DagsterInstance) -> d
     return expected
 
 
-def _copy(files: list[Path], landing: Path) -> None:
-    for src in files:
-        dest = landing / src.relative_to(CORPUS_DIR)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-
-
 def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tmp_path, capsys) -> None:
     landing = tmp_path / "landing"
     # Every candidate after the first needs a person: approvals are decided, escalated and expired below.
@@ -227,14 +219,14 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
     first, second, third = files[::2], files[1::2][:6], files[1::2][6:10]
 
-    _copy(first, landing)
+    land_files(first, landing)
     (landing / "bad").mkdir()
     (landing / "bad" / "empty.txt").write_bytes(b"")
     (landing / "bad" / "nul.txt").write_bytes(b"text\x00with a NUL byte")
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success  # the first model is approved by policy (decided at creation)
-    _copy(second, landing)
+    land_files(second, landing)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train2] = flow.tick_and_run("corpus_sensor")
     assert not train2.success  # waits for a person
@@ -278,7 +270,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert sum(_series(s, "runtime_ops_lock_wait_seconds_count").values()) >= 2
 
     # A third candidate waits, then expires; the same app's next scrape only adds what happened since.
-    _copy(third, landing)
+    land_files(third, landing)
     landed = flow.tick("landing_sensor")  # recorded, not yet ingested: the landing age is positive
     s = _scrape_http(client)
     assert _get(s, "runtime_ops_landing_oldest_pending_age_seconds") > 0
