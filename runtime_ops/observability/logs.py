@@ -468,6 +468,11 @@ class _NotCapturedByDagster(logging.Filter):
         return not any(type(h).__name__ == "DagsterLogHandler" for h in self._logger.handlers)
 
 
+class _AlembicChatter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Context impl", "Will assume"))
+
+
 def configure_logging(*, fmt: str | None = None, root: bool = False, level: int = logging.INFO) -> logging.Handler:
     """Send runtime_ops' Python loggers (and, with `root`, every logger incl. uvicorn's) through our formatter.
 
@@ -492,6 +497,10 @@ def configure_logging(*, fmt: str | None = None, root: bool = False, level: int 
             lg.propagate = True
         # Alembic announces each of its plugins at INFO on every start; its migrations still log.
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+        # ... and its dialect on every schema check ("Context impl ...", "Will assume ..."); upgrades still log.
+        migration = logging.getLogger("alembic.runtime.migration")
+        if not any(isinstance(f, _AlembicChatter) for f in migration.filters):
+            migration.addFilter(_AlembicChatter())
     else:
         handler.addFilter(_NotCapturedByDagster(target))
         target.propagate = False
