@@ -101,3 +101,8 @@ def land_files(files: list[Path], landing: Path) -> None:
         dest = landing / src.relative_to(CORPUS_DIR)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
+
+
+# Settings under which every candidate after the first needs a human: no margin can be met, no regression
+# limit fails the policy check. `env(..., **NEEDS_A_HUMAN)`.
+NEEDS_A_HUMAN = {"RUNTIME_OPS_AUTO_APPROVE_MARGIN": "1.0", "RUNTIME_OPS_MAX_REGRESSION": "1.0"}

@@ -31,7 +31,7 @@ from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
 from runtime_ops_tests.topology import REPO_ROOT, Topology, wait_for
 
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
@@ -202,8 +202,7 @@ def gated_env(env, postgres_url, tmp_path, **settings: str) -> Path:  # type: ig
     env(
         database_url=postgres_url,
         landing=str(landing),
-        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-        RUNTIME_OPS_MAX_REGRESSION="1.0",
+        **NEEDS_A_HUMAN,
         **settings,
     )
     return landing

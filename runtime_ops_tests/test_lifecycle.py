@@ -12,7 +12,7 @@ from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow, land_files
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
 
 
 @pytest.fixture
@@ -29,8 +29,7 @@ def test_approval_through_cli_promotes_and_reindexes(
     env(
         database_url=postgres_url,
         landing=str(landing),
-        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-        RUNTIME_OPS_MAX_REGRESSION="1.0",
+        **NEEDS_A_HUMAN,
     )
     flow = Flow(dagster_instance)
     store = open_store(get_settings().resolved_database_url)
@@ -118,8 +117,7 @@ def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_pat
     env(
         database_url=postgres_url,
         landing=str(landing),
-        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-        RUNTIME_OPS_MAX_REGRESSION="1.0",
+        **NEEDS_A_HUMAN,
     )
     flow = Flow(dagster_instance)
     store = open_store(get_settings().resolved_database_url)

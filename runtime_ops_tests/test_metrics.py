@@ -29,7 +29,7 @@ from runtime_ops.observability.metrics import METRIC_NAMES, METRICS, bucket_coun
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.store import NewObject
-from runtime_ops_tests.flow import Flow, land_files
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 STEP_TYPES = {dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
@@ -211,8 +211,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     env(
         database_url=postgres_url,
         landing=str(landing),
-        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-        RUNTIME_OPS_MAX_REGRESSION="1.0",
+        **NEEDS_A_HUMAN,
     )
     flow = Flow(dagster_instance)
     store = open_store(get_settings().resolved_database_url)

@@ -25,7 +25,7 @@ import httpx
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
 from runtime_ops_tests.servers import free_port
 from runtime_ops_tests.slack_server import SlackServer
 from runtime_ops_tests.slack_signing import interaction_body, sign
@@ -87,9 +87,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
             database_url=postgres_url,
             landing=f"s3://{bucket}/{PREFIX}",
             AWS_ENDPOINT_URL=aws_env.endpoint_url,  # env() starts from a clean slate
-            # Every candidate after the first needs a human: the margin cannot be met, no regression limit.
-            RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-            RUNTIME_OPS_MAX_REGRESSION="1.0",
+            **NEEDS_A_HUMAN,  # every candidate after the first needs a human
             SLACK_BOT_TOKEN=TOKEN,
             SLACK_SIGNING_SECRET=SECRET,
             SLACK_APPROVAL_CHANNEL=CHANNEL,
