@@ -106,3 +106,33 @@ def land_files(files: list[Path], landing: Path) -> None:
 # Settings under which every candidate after the first needs a human: no margin can be met, no regression
 # limit fails the policy check. `env(..., **NEEDS_A_HUMAN)`.
 NEEDS_A_HUMAN = {"RUNTIME_OPS_AUTO_APPROVE_MARGIN": "1.0", "RUNTIME_OPS_MAX_REGRESSION": "1.0"}
+
+
+def serving_v1(landing: Path, instance: Any) -> tuple[Any, Flow]:
+    """Half the demo corpus landed, model v1 trained, auto-approved (nothing to beat) and serving; in this
+    process, on `instance`. Set the test's settings (env) first."""
+    from runtime_ops.demo import CORPUS_DIR
+    from runtime_ops.settings import get_settings
+    from runtime_ops.store import open_store
+
+    shutil.copytree(CORPUS_DIR / "stdlib" / "data", landing / "stdlib" / "data")
+    flow = Flow(instance)
+    store = open_store(get_settings().resolved_database_url)
+    flow.tick_and_run("landing_sensor")
+    flow.tick_and_run("corpus_sensor")
+    assert store.alias("production") == 1
+    return store, flow
+
+
+def pending_candidate(landing: Path, instance: Any) -> tuple[Any, dict[str, Any], Flow]:
+    """`serving_v1`, then the other half landed and a candidate v2 waiting for a human decision (under
+    NEEDS_A_HUMAN)."""
+    from runtime_ops.demo import CORPUS_DIR
+
+    store, flow = serving_v1(landing, instance)
+    shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
+    flow.tick_and_run("landing_sensor")
+    flow.tick_and_run("corpus_sensor")
+    [pending] = store.list_requests(status="pending")
+    assert store.alias("production") == 1 and pending["candidate_version"] == 2
+    return store, pending, flow

@@ -24,7 +24,7 @@ from runtime_ops.store import open_store
 from runtime_ops.store import schema as t
 from runtime_ops.store.store import AliasConflict
 from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.servers import free_port
 
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
@@ -228,21 +228,10 @@ def fence_of(store: Any, alias: str) -> int:
 def production_v1(env: Any, postgres_url: str, redis_url: str, instance: Any, tmp_path: Path, **extra: str) -> Any:
     """Documents landed, model v1 trained, auto-approved (nothing to beat) and serving."""
     landing = tmp_path / "landing"
-    shutil.copytree(CORPUS_DIR / "stdlib" / "data", landing / "stdlib" / "data")
-    env(
-        database_url=postgres_url,
-        landing=str(landing),
-        REDIS_URL=redis_url,
-        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-        RUNTIME_OPS_MAX_REGRESSION="1.0",
-        **extra,
-    )
-    flow = Flow(instance)
-    store = open_store(get_settings().resolved_database_url)
-    flow.tick_and_run("landing_sensor")
-    flow.tick_and_run("corpus_sensor")
-    assert store.alias("production") == 1
+    env(database_url=postgres_url, landing=str(landing), REDIS_URL=redis_url, **NEEDS_A_HUMAN, **extra)
+    store, flow = serving_v1(landing, instance)
     return store, flow, landing
+
 
 
 def production_v2(env: Any, postgres_url: str, redis_url: str, instance: Any, tmp_path: Path, **extra: str) -> Any:

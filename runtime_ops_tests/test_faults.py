@@ -31,7 +31,7 @@ from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, pending_candidate
 from runtime_ops_tests.topology import REPO_ROOT, Topology, wait_for
 
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
@@ -206,21 +206,6 @@ def gated_env(env, postgres_url, tmp_path, **settings: str) -> Path:  # type: ig
         **settings,
     )
     return landing
-
-
-def pending_candidate(landing: Path, instance: Any) -> tuple[Any, dict[str, Any], Flow]:
-    """Production v1 and a candidate v2 waiting for a human decision (set up in this process)."""
-    shutil.copytree(CORPUS_DIR / "stdlib" / "data", landing / "stdlib" / "data")
-    flow = Flow(instance)
-    store = open_store(get_settings().resolved_database_url)
-    flow.tick_and_run("landing_sensor")
-    flow.tick_and_run("corpus_sensor")
-    shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
-    flow.tick_and_run("landing_sensor")
-    flow.tick_and_run("corpus_sensor")
-    [pending] = store.list_requests(status="pending")
-    assert store.alias("production") == 1 and pending["candidate_version"] == 2
-    return store, pending, flow
 
 
 def test_postgres_restart_during_an_approval(env, postgres_server, postgres_url, topology, tmp_path, capsys) -> None:

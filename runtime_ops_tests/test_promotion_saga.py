@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -12,10 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime_ops.cli import main as cli
-from runtime_ops.demo import CORPUS_DIR
-from runtime_ops.settings import get_settings
-from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
 
 
 def _registry(store) -> dict:  # type: ignore[no-untyped-def]
@@ -26,22 +22,8 @@ def _registry(store) -> dict:  # type: ignore[no-untyped-def]
 def approved(env, postgres_url, redis_url, dagster_instance, tmp_path):  # type: ignore[no-untyped-def]
     """Production v1 and an approved candidate v2 whose promotion has not run yet."""
     landing = tmp_path / "landing"
-    shutil.copytree(CORPUS_DIR / "stdlib" / "data", landing / "stdlib" / "data")
-    env(
-        database_url=postgres_url,
-        landing=str(landing),
-        REDIS_URL=redis_url,
-        RUNTIME_OPS_AUTO_APPROVE_MARGIN="1.0",
-        RUNTIME_OPS_MAX_REGRESSION="1.0",
-    )
-    flow = Flow(dagster_instance)
-    store = open_store(get_settings().resolved_database_url)
-    flow.tick_and_run("landing_sensor")
-    flow.tick_and_run("corpus_sensor")
-    shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
-    flow.tick_and_run("landing_sensor")
-    flow.tick_and_run("corpus_sensor")
-    [pending] = store.list_requests(status="pending")
+    env(database_url=postgres_url, landing=str(landing), REDIS_URL=redis_url, **NEEDS_A_HUMAN)
+    store, pending, flow = pending_candidate(landing, dagster_instance)
     assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     return store, pending, flow
 

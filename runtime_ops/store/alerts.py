@@ -186,45 +186,35 @@ class AlertsMixin:
         digest = rollback_digest(alert["run_key"], from_version, to_version)
         r = t.approval_requests
         requested_by = f"alertmanager:{alert['alertname'] or alert['fingerprint']}"[:256]
+        request_id = f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
+        values: dict[str, Any] = {
+            "id": request_id,
+            "candidate_version": to_version,
+            "candidate_digest": digest,
+            "eval_report_id": eval_report_id,
+            "kind": "human",
+            "status": "pending",
+            "requested_by": requested_by,
+            "created_at": now,
+            "promotion_run_id": ALERT_SENSOR_LAUNCHES,
+            "decision_reason": None,
+            **policy.to_columns(now),
+        }
+        detail = {
+            "kind": "rollback",
+            "alert": alert["run_key"],
+            "rule": alert.get("rule"),
+            "from_version": from_version,
+            "to_version": to_version,
+            "candidate_digest": digest,
+            "required_approvals": values["required_approvals"],
+            "approvers": values.get("approvers") or [],
+        }
         with self.tx() as conn:
-            row = conn.execute(select(r).where(r.c.candidate_digest == digest)).first()
-            if row:
-                return dict(row._mapping), False
-            request_id = f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
-            values: dict[str, Any] = {
-                "id": request_id,
-                "candidate_version": to_version,
-                "candidate_digest": digest,
-                "eval_report_id": eval_report_id,
-                "kind": "human",
-                "status": "pending",
-                "requested_by": requested_by,
-                "created_at": now,
-                "promotion_run_id": ALERT_SENSOR_LAUNCHES,
-                "decision_reason": None,
-                **policy.to_columns(now),
-            }
-            if not conn.execute(insert_ignore(r, conn).values(**values)).rowcount:
-                return dict(conn.execute(select(r).where(r.c.candidate_digest == digest)).one()._mapping), False
-            self._audit(  # type: ignore[attr-defined]  # ApprovalsMixin, a sibling base of StateStore
-                conn,
-                event="request_opened",
-                request_id=request_id,
-                actor=requested_by,
-                channel="alertmanager",
-                outcome="pending",
-                detail={
-                    "kind": "rollback",
-                    "alert": alert["run_key"],
-                    "rule": alert.get("rule"),
-                    "from_version": from_version,
-                    "to_version": to_version,
-                    "candidate_digest": digest,
-                    "required_approvals": values["required_approvals"],
-                    "approvers": values.get("approvers") or [],
-                },
-                now=now,
-            )
+            # ApprovalsMixin, a sibling base of StateStore
+            existing = self._insert_request_once(conn, values, channel="alertmanager", detail=detail, now=now)  # type: ignore[attr-defined]
+            if existing is not None:
+                return existing, False
             return dict(conn.execute(select(r).where(r.c.id == request_id)).one()._mapping), True
 
     def drop_embeddings(self, model_version: int, *, batch_id: str | None = None) -> int:

@@ -286,53 +286,36 @@ class ApprovalsMixin:
         """
         now = now or utcnow()
         policy = policy or RequestPolicy()
+        request_id = f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
+        values: dict[str, Any] = {
+            "id": request_id,
+            "candidate_version": candidate_version,
+            "candidate_digest": candidate_digest,
+            "eval_report_id": eval_report_id,
+            "kind": kind,
+            "status": "approved" if kind == "policy" else OPEN,
+            "requested_by": requested_by,
+            "created_at": now,
+            "run_id": run_id,
+            "compensation": compensation if kind == "human" else None,
+            # W3C traceparent of the span that opened it: decisions link back to it across processes.
+            "trace_context": trace_context,
+            **(policy.to_columns(now) if kind == "human" else {"required_approvals": 1}),
+        }
+        if kind == "policy":
+            values.update(decided_at=now, decided_by=decided_by or "policy", decision_reason=decision_reason)
+        detail = {
+            "candidate_version": candidate_version,
+            "candidate_digest": candidate_digest,
+            "kind": kind,
+            "reason": decision_reason,
+            "required_approvals": values["required_approvals"],
+            "approvers": values.get("approvers") or [],
+        }
         with self.tx() as conn:
-            row = conn.execute(
-                select(t.approval_requests).where(t.approval_requests.c.candidate_digest == candidate_digest)
-            ).first()
-            if row:
-                return dict(row._mapping), False
-            request_id = f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
-            values: dict[str, Any] = {
-                "id": request_id,
-                "candidate_version": candidate_version,
-                "candidate_digest": candidate_digest,
-                "eval_report_id": eval_report_id,
-                "kind": kind,
-                "status": "approved" if kind == "policy" else OPEN,
-                "requested_by": requested_by,
-                "created_at": now,
-                "run_id": run_id,
-                "compensation": compensation if kind == "human" else None,
-                # W3C traceparent of the span that opened it: decisions link back to it across processes.
-                "trace_context": trace_context,
-                **(policy.to_columns(now) if kind == "human" else {"required_approvals": 1}),
-            }
-            if kind == "policy":
-                values.update(decided_at=now, decided_by=decided_by or "policy", decision_reason=decision_reason)
-            res = conn.execute(insert_ignore(t.approval_requests, conn).values(**values))
-            if not res.rowcount:  # a concurrent gate opened it first
-                row = conn.execute(
-                    select(t.approval_requests).where(t.approval_requests.c.candidate_digest == candidate_digest)
-                ).one()
-                return dict(row._mapping), False
-            self._audit(
-                conn,
-                event="request_opened",
-                request_id=request_id,
-                actor=requested_by,
-                channel="dagster",
-                outcome=values["status"],
-                detail={
-                    "candidate_version": candidate_version,
-                    "candidate_digest": candidate_digest,
-                    "kind": kind,
-                    "reason": decision_reason,
-                    "required_approvals": values["required_approvals"],
-                    "approvers": values.get("approvers") or [],
-                },
-                now=now,
-            )
+            existing = self._insert_request_once(conn, values, channel="dagster", detail=detail, now=now)
+            if existing is not None:
+                return existing, False
             stale = conn.execute(
                 select(t.approval_requests.c.id).where(
                     and_(t.approval_requests.c.status == OPEN, t.approval_requests.c.id != request_id)
@@ -359,6 +342,28 @@ class ApprovalsMixin:
                     now=now,
                 )
             return values, True
+
+    def _insert_request_once(
+        self, conn: Connection, values: dict[str, Any], *, channel: str, detail: dict[str, Any], now: datetime
+    ) -> dict[str, Any] | None:
+        """Insert the request `values` and audit its opening, unless its candidate digest already has a request
+        (before, or by a concurrent opener winning the insert): then that request, with nothing written."""
+        r = t.approval_requests
+        by_digest = select(r).where(r.c.candidate_digest == values["candidate_digest"])
+        row = conn.execute(by_digest).first()
+        if row is None and conn.execute(insert_ignore(r, conn).values(**values)).rowcount:
+            self._audit(
+                conn,
+                event="request_opened",
+                request_id=values["id"],
+                actor=values["requested_by"],
+                channel=channel,
+                outcome=values["status"],
+                detail=detail,
+                now=now,
+            )
+            return None
+        return dict((row or conn.execute(by_digest).one())._mapping)
 
     def request_for_digest(self, candidate_digest: str) -> dict[str, Any] | None:
         with self.tx() as conn:
