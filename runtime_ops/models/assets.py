@@ -12,6 +12,7 @@ from runtime_ops.resources.state import GatePolicyResource, LocksResource, State
 from runtime_ops.retries import IO_RETRY
 
 if TYPE_CHECKING:
+    from runtime_ops.models.evaluation import GoldenQuestion
     from runtime_ops.store.store import StateStore
 
 
@@ -93,14 +94,7 @@ def embedding_model(
 def evaluation_report(
     context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
 ) -> dg.MaterializeResult:
-    from pathlib import Path
-
-    from runtime_ops.models.evaluation import (
-        comparison_markdown,
-        evaluable,
-        evaluate_embedder,
-        load_golden_set,
-    )
+    from runtime_ops.models.evaluation import comparison_markdown, evaluate_embedder
     from runtime_ops.models.policy import candidate_digest, judge, report_digest
 
     store = state.store()
@@ -110,14 +104,7 @@ def evaluation_report(
     production_version = store.alias("production")
     candidate = store.get_model(candidate_version)
     assert candidate is not None
-    _, keys, texts = corpus(store)
-    questions = evaluable(load_golden_set(Path(gate.golden_set)), set(keys))
-    if not questions:
-        raise dg.Failure(
-            f"none of the golden questions in {gate.golden_set} has a relevant document in the current corpus; "
-            "land the documents the golden set refers to, or point RUNTIME_OPS_GOLDEN_SET at a matching set",
-            allow_retries=False,
-        )
+    keys, texts, questions = golden_inputs(store, gate.golden_set)
     cand_metrics = evaluate_embedder(load_embedder(store, candidate_version), texts, keys, questions)
     prod_metrics = None
     if production_version is not None:
@@ -180,6 +167,24 @@ def evaluation_report(
         }
     )
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
+
+
+def golden_inputs(store: "StateStore", golden_set: str) -> tuple[list[str], list[str], list["GoldenQuestion"]]:
+    """The current corpus (chunk keys and texts) and the golden questions it can answer; a Failure that names
+    the golden set and the fix when it can answer none."""
+    from pathlib import Path
+
+    from runtime_ops.models.evaluation import evaluable, load_golden_set
+
+    _, keys, texts = corpus(store)
+    questions = evaluable(load_golden_set(Path(golden_set)), set(keys))
+    if not questions:
+        raise dg.Failure(
+            f"none of the golden questions in {golden_set} has a relevant document in the current corpus; "
+            "land the documents the golden set refers to, or point RUNTIME_OPS_GOLDEN_SET at a matching set",
+            allow_retries=False,
+        )
+    return keys, texts, questions
 
 
 def _history(store: "StateStore", candidate_version: int, production_version: int | None) -> str:

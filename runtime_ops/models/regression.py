@@ -3,8 +3,8 @@ with. Runs when a model is promoted (declarative automation) and on a schedule."
 
 import dagster as dg
 
-from runtime_ops.models.assets import production_model
-from runtime_ops.models.registry import corpus, load_embedder
+from runtime_ops.models.assets import golden_inputs, production_model
+from runtime_ops.models.registry import load_embedder
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
@@ -33,18 +33,13 @@ def _promoted_with(store, version: int) -> dict[str, float] | None:  # type: ign
 def production_evaluation(
     context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
 ) -> dg.MaterializeResult:
-    from pathlib import Path
-
-    from runtime_ops.models.evaluation import evaluable, evaluate_embedder, load_golden_set
+    from runtime_ops.models.evaluation import evaluate_embedder
 
     store = state.store()
     version = store.alias("production")
     if version is None:
         raise dg.Failure("no production model to evaluate", allow_retries=False)
-    _, keys, texts = corpus(store)
-    questions = evaluable(load_golden_set(Path(gate.golden_set)), set(keys))
-    if not questions:
-        raise dg.Failure("no golden question has a relevant document in the current corpus", allow_retries=False)
+    keys, texts, questions = golden_inputs(store, gate.golden_set)
     metrics = evaluate_embedder(load_embedder(store, version), texts, keys, questions)
     baseline = _promoted_with(store, version) or {}
     metadata: dict[str, object] = {name: dg.MetadataValue.float(float(v)) for name, v in metrics.items()}
