@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import dagster as dg
 
+
 # Run when an upstream asset updated, but not while it (or the target) is still running, and never past a
 # failed blocking check. Unlike `eager()`, a missing partition upstream (a landing batch whose ingestion
 # failed) does not hold the whole corpus back; a missing unpartitioned dependency (no production model yet)
 # still does.
-FOLLOW_UPSTREAM = (
-    (dg.AutomationCondition.newly_missing() | dg.AutomationCondition.any_deps_updated()).since_last_handled()
-    & ~dg.AutomationCondition.any_deps_missing().ignore(dg.AssetSelection.assets("document_chunks"))
-    & ~dg.AutomationCondition.any_deps_in_progress()
-    & ~dg.AutomationCondition.in_progress()
-    & dg.AutomationCondition.all_deps_blocking_checks_passed()
-).with_label("follow upstream (blocking checks respected)")
+def follow_upstream(partitioned_chunks: dg.AssetKey) -> dg.AutomationCondition:
+    return (
+        (dg.AutomationCondition.newly_missing() | dg.AutomationCondition.any_deps_updated()).since_last_handled()
+        & ~dg.AutomationCondition.any_deps_missing().ignore(dg.AssetSelection.assets(partitioned_chunks))
+        & ~dg.AutomationCondition.any_deps_in_progress()
+        & ~dg.AutomationCondition.in_progress()
+        & dg.AutomationCondition.all_deps_blocking_checks_passed()
+    ).with_label("follow upstream (blocking checks respected)")
 
 
 # Dagster's implicit automation sensor starts STOPPED; this one is on from the first `make dev`.
@@ -23,6 +25,6 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     target=dg.AssetSelection.all(),
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
-    description="Evaluates the assets' automation conditions: the serving assets follow new documents and "
-    "promotions; production_evaluation follows each promotion.",
+    description="Evaluates the assets' automation conditions of every pipeline: the serving assets follow new "
+    "documents and promotions; production_evaluation follows each promotion.",
 )

@@ -77,7 +77,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     """Promote the approved candidate (the same saga as production_model), or print what it would change."""
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
     from runtime_ops.locks.factory import open_locker
-    from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, promotion_steps, saga_id
+    from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
     from runtime_ops.saga.engine import plan, run
 
     store = _store()
@@ -92,7 +92,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
             print(f"  - {line}")
         print("nothing was changed")
         return 0
-    with open_locker(get_settings()).hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+    with open_locker(get_settings()).hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         steps = promotion_steps(store, version=version, request=request, fence=lease.fence, run_id=None, log=print)
         outcome = run(
             saga_id(request), steps, {}, StoreJournal(store, "cli"), resume=not args.compensate, on_event=print

@@ -1,53 +1,71 @@
-"""Asset jobs: what each trigger launches."""
+"""A pipeline's asset jobs: what each of its triggers launches."""
+
+from dataclasses import dataclass
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from runtime_ops.documents.assets import document_chunks, raw_documents
-from runtime_ops.documents.partitions import landing_batches
-from runtime_ops.models.assets import embedding_model, evaluation_report, production_model
-from runtime_ops.models.checks import human_approval, meets_policy
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.retries import GATED_RUN_TAGS
-from runtime_ops.serving.assets import document_embeddings, rag_answers, retrieval_index
 
-_SERVING = dg.AssetSelection.assets(document_embeddings, retrieval_index, rag_answers)
+# What `dg.define_asset_job` returns (not exported by name from `dagster`).
+AssetJob = UnresolvedAssetJobDefinition
 
-ingest_job = dg.define_asset_job(
-    "ingest_job",
-    selection=dg.AssetSelection.assets(raw_documents, document_chunks),
-    partitions_def=landing_batches,
-    tags={"dagster/max_runtime": "3600"},
-    config=RUN_LOGGER_CONFIG,
-    description="Parse and chunk one landing batch.",
-)
 
-# Train, evaluate, gate and (when the gate passes) promote and re-index, in one run. A failing blocking
-# check skips production_model and everything after it in this run.
-train_job = dg.define_asset_job(
-    "train_job",
-    selection=dg.AssetSelection.assets(embedding_model, evaluation_report, production_model) | _SERVING,
-    tags={**GATED_RUN_TAGS, "dagster/max_runtime": "3600"},
-    config=RUN_LOGGER_CONFIG,
-    description="Retrain the embedder, evaluate it against production, and promote it if the gate passes.",
-)
+@dataclass(frozen=True)
+class PipelineJobs:
+    ingest: AssetJob
+    train: AssetJob
+    promotion: AssetJob
+    index: AssetJob
 
-# Launched by the approvals sensor after a human decision (run key = approval id).
-promotion_job = dg.define_asset_job(
-    "promotion_job",
-    selection=dg.AssetSelection.checks(meets_policy, human_approval)
-    | dg.AssetSelection.assets(production_model)
-    | _SERVING,
-    tags={**GATED_RUN_TAGS, "dagster/max_runtime": "3600"},
-    config=RUN_LOGGER_CONFIG,
-    description="Promote an approved candidate, then rebuild embeddings, the index and the answers.",
-)
+    @property
+    def all(self) -> list[AssetJob]:
+        return [self.ingest, self.train, self.promotion, self.index]
 
-index_job = dg.define_asset_job(
-    "index_job",
-    selection=_SERVING,
-    tags={"dagster/max_runtime": "3600"},
-    config=RUN_LOGGER_CONFIG,
-    description="Bring embeddings, the retrieval index and the answers up to date with the production model.",
-)
 
-ALL_JOBS = [ingest_job, train_job, promotion_job, index_job]
+def build_jobs(
+    spec: PipelineSpec, assets: dict[str, dg.AssetsDefinition], checks: list[dg.AssetChecksDefinition]
+) -> PipelineJobs:
+    serving = dg.AssetSelection.assets(assets["document_embeddings"], assets["retrieval_index"], assets["rag_answers"])
+    runtime = {"dagster/max_runtime": "3600"}
+    return PipelineJobs(
+        ingest=dg.define_asset_job(
+            spec.qualified("ingest_job"),
+            selection=dg.AssetSelection.assets(assets["raw_documents"], assets["document_chunks"]),
+            partitions_def=assets["raw_documents"].partitions_def,
+            tags={**spec.tags, **runtime},
+            config=RUN_LOGGER_CONFIG,
+            description="Parse and chunk one landing batch.",
+        ),
+        # Train, evaluate, gate and (when the gate passes) promote and re-index, in one run. A failing blocking
+        # check skips production_model and everything after it in this run.
+        train=dg.define_asset_job(
+            spec.qualified("train_job"),
+            selection=dg.AssetSelection.assets(
+                assets["embedding_model"], assets["evaluation_report"], assets["production_model"]
+            )
+            | serving,
+            tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime},
+            config=RUN_LOGGER_CONFIG,
+            description="Retrain the embedder, evaluate it against production, and promote it if the gate passes.",
+        ),
+        # Launched by the approvals sensor after a human decision (run key = approval id).
+        promotion=dg.define_asset_job(
+            spec.qualified("promotion_job"),
+            selection=dg.AssetSelection.checks(*checks)
+            | dg.AssetSelection.assets(assets["production_model"])
+            | serving,
+            tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime},
+            config=RUN_LOGGER_CONFIG,
+            description="Promote an approved candidate, then rebuild embeddings, the index and the answers.",
+        ),
+        index=dg.define_asset_job(
+            spec.qualified("index_job"),
+            selection=serving,
+            tags={**spec.lifecycle_tags, **runtime},
+            config=RUN_LOGGER_CONFIG,
+            description="Bring embeddings, the retrieval index and the answers up to date with the production model.",
+        ),
+    )

@@ -34,6 +34,15 @@ def parse_duration(text: str) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
+def normalise_database_url(url: str) -> str:
+    """A SQLAlchemy URL for the state store (`postgres://` accepted as PostgreSQL's usual spelling)."""
+    if not url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg2:", "postgres:")):
+        raise ValueError("must be a SQLAlchemy URL such as postgresql://user:pw@host:5432/db or sqlite:///path")
+    if url.startswith("postgres:"):
+        url = "postgresql:" + url[len("postgres:") :]
+    return url
+
+
 class SettingsError(ValueError):
     """A setting is present but unusable; the message names the environment variable and the fix."""
 
@@ -88,19 +97,16 @@ class Settings(BaseSettings):
     alert_rules: Path | None = Field(None, **_env("RUNTIME_OPS_ALERT_RULES"))
     alert_token: SecretStr | None = Field(None, **_env("RUNTIME_OPS_ALERT_TOKEN"))
 
+    # Where the pipelines are declared (one <name>/defs.yaml each); default: the package's runtime_ops/defs.
+    pipelines_dir: Path | None = Field(None, **_env("RUNTIME_OPS_PIPELINES_DIR"))
+
     # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
     log_format: Literal["json", "console"] = Field("json", **_env("RUNTIME_OPS_LOG_FORMAT"))
 
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str | None) -> str | None:
-        if v is None or v == "":
-            return None
-        if not v.startswith(("sqlite:", "postgresql:", "postgresql+psycopg2:", "postgres:")):
-            raise ValueError("must be a SQLAlchemy URL such as postgresql://user:pw@host:5432/db or sqlite:///path")
-        if v.startswith("postgres:"):
-            v = "postgresql:" + v[len("postgres:") :]
-        return v
+        return normalise_database_url(v) if v else None
 
     @field_validator("redis_url")
     @classmethod

@@ -13,6 +13,9 @@ from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import load_settings
 
 
+PROCESS_WIDE = {"automation_sensor"}
+
+
 @dataclass
 class Flow:
     instance: dg.DagsterInstance
@@ -20,9 +23,22 @@ class Flow:
     cursors: dict[str, str | None] = field(default_factory=dict)
     automation_cursor: Any = None
     launched_keys: set[tuple[str, str]] = field(default_factory=set)
+    # Short names (`landing_sensor`, `train_job`, `production_model`) mean this pipeline's.
+    pipeline: str = "demo"
+
+    def name(self, short: str) -> str:
+        """`landing_sensor` -> `demo__landing_sensor` (a qualified or process-wide name is kept)."""
+        return short if "__" in short or short in PROCESS_WIDE else f"{self.pipeline}__{short}"
+
+    def key(self, short: str | dg.AssetKey) -> dg.AssetKey:
+        """`production_model` -> AssetKey(["demo", "production_model"])."""
+        if isinstance(short, dg.AssetKey):
+            return short
+        return dg.AssetKey.from_user_string(short) if "/" in short else dg.AssetKey([self.pipeline, short])
 
     def tick(self, sensor_name: str) -> list[dg.RunRequest]:
         """One sensor evaluation, with its cursor, partitions and run-key dedupe applied as the daemon does."""
+        sensor_name = self.name(sensor_name)
         sensor = self.repo.get_sensor_def(sensor_name)
         with dg.build_sensor_context(
             instance=self.instance,
@@ -53,7 +69,7 @@ class Flow:
         return self.defs.get_repository_def()
 
     def job_for(self, sensor_name: str, request: dg.RunRequest) -> dg.JobDefinition:
-        name = request.job_name or self.repo.get_sensor_def(sensor_name).job_name
+        name = request.job_name or self.repo.get_sensor_def(self.name(sensor_name)).job_name
         return self.repo.get_job(name)
 
     def run(self, sensor_name: str, request: dg.RunRequest, **kwargs: Any) -> dg.ExecuteInProcessResult:
@@ -75,7 +91,7 @@ class Flow:
         job = self.repo.get_implicit_global_asset_job_def()
         return job.execute_in_process(
             instance=self.instance,
-            asset_selection=[dg.AssetKey(a) if isinstance(a, str) else a for a in selection],
+            asset_selection=[self.key(a) for a in selection],
             raise_on_error=False,
             **kwargs,
         )
@@ -90,7 +106,7 @@ class Flow:
         if not keys:
             return set(), None
         run = self.materialize(sorted(keys, key=lambda k: k.to_user_string()))
-        return {k.to_user_string() for k in keys}, run
+        return {k.path[-1] if k.path[0] == self.pipeline else k.to_user_string() for k in keys}, run
 
 
 def land_files(files: list[Path], landing: Path) -> None:

@@ -233,7 +233,6 @@ def production_v1(env: Any, postgres_url: str, redis_url: str, instance: Any, tm
     return store, flow, landing
 
 
-
 def production_v2(env: Any, postgres_url: str, redis_url: str, instance: Any, tmp_path: Path, **extra: str) -> Any:
     """Production v2, promoted through a human approval over v1 (alias history: -> v1 -> v2)."""
     store, flow, landing = production_v1(env, postgres_url, redis_url, instance, tmp_path, **extra)

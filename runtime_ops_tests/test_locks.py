@@ -278,9 +278,7 @@ def test_redis_stopped_fails_closed_with_lock_unavailable(redis_server: servers.
     locker.close()
 
 
-def test_redis_frozen_fails_closed_within_the_socket_timeout(
-    redis_server: servers.RedisServer, redis_url: str
-) -> None:
+def test_redis_frozen_fails_closed_within_the_socket_timeout(redis_server: servers.RedisServer, redis_url: str) -> None:
     locker = RedisLocker(redis_url, socket_timeout=0.5, connect_timeout=0.5)
     try:
         locker.release(locker.acquire("promotion", ttl_ms=5000, wait_s=0))

@@ -200,4 +200,3 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
             f"\n  signed Slack click -> production moved by the promotion : {t_promoted:6.1f} s"
             f"\n  runs seen by GraphQL and /metrics alike                 : {len(runs)}"
         )
-

@@ -5,9 +5,12 @@ the assets it moved (`production_model`, `document_embeddings`, `retrieval_index
 declarative automation downstream (answers, regression evaluation) follow a remediation like a promotion.
 """
 
+from typing import Any
+
 import dagster as dg
 
 from runtime_ops.observability.steps import observed
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY
 
@@ -22,24 +25,17 @@ class RollbackConfig(dg.Config):
     approval_id: str | None = None  # None: the rule pre-approved the rollback
 
 
-@dg.op(
-    description="Roll `production` back to the previous version: the promotion saga under the promotion lock, "
-    "every alias write fenced; refuses when production moved since the alert fired or the approval does not "
-    "match this exact rollback."
-)
-@observed
-def rollback_production(
-    context: dg.OpExecutionContext, config: RollbackConfig, state: StateStoreResource, locks: LocksResource
+def rollback(
+    context: dg.OpExecutionContext, config: RollbackConfig, store: Any, locker: Any, spec: PipelineSpec
 ) -> None:
     from runtime_ops.alerts.rollback import RollbackRefused, run_rollback
     from runtime_ops.locks.base import LockError
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed
 
-    store = state.store()
     try:
         outcome = run_rollback(
             store,
-            locks.locker(),
+            locker,
             alert_key=config.alert_key,
             alert_ref=f"alert-{config.alert_id}",
             from_version=config.from_version,
@@ -60,7 +56,7 @@ def rollback_production(
     if outcome.status == "done":
         context.log_event(
             dg.AssetMaterialization(
-                asset_key="production_model",
+                asset_key=dg.AssetKey(spec.asset_path("production_model")),
                 description=outcome.message,
                 metadata={
                     "version": dg.MetadataValue.int(outcome.to_version),
@@ -81,23 +77,12 @@ class ReembedConfig(dg.Config):
     batch_id: str | None = None  # None: the whole corpus
 
 
-@dg.op(
-    retry_policy=IO_RETRY,
-    description="Drop and recompute the production model's vectors of one landing batch (or everything), then "
-    "rebuild the retrieval index and swap it in under the promotion lock (fenced).",
-)
-@observed
-def reembed_embeddings(
-    context: dg.OpExecutionContext, config: ReembedConfig, state: StateStoreResource, locks: LocksResource
-) -> None:
+def reembed(context: dg.OpExecutionContext, config: ReembedConfig, store: Any, locker: Any, spec: PipelineSpec) -> None:
     from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
     from runtime_ops.locks.base import LockError
 
-    store = state.store()
     try:
-        outcome = run_reembed(
-            store, locks.locker(), batch_id=config.batch_id, run_id=context.run_id, log=context.log.info
-        )
+        outcome = run_reembed(store, locker, batch_id=config.batch_id, run_id=context.run_id, log=context.log.info)
     except ReembedRefused as exc:
         raise dg.Failure(str(exc), allow_retries=False) from None
     except LockError as exc:
@@ -106,7 +91,7 @@ def reembed_embeddings(
     common = {"alert": config.alert_key, "model_version": dg.MetadataValue.int(outcome.model_version)}
     context.log_event(
         dg.AssetMaterialization(
-            asset_key="document_embeddings",
+            asset_key=dg.AssetKey(spec.asset_path("document_embeddings")),
             description=outcome.message,
             metadata={
                 **common,
@@ -119,7 +104,7 @@ def reembed_embeddings(
     if outcome.index_id is not None:
         context.log_event(
             dg.AssetMaterialization(
-                asset_key="retrieval_index",
+                asset_key=dg.AssetKey(spec.asset_path("retrieval_index")),
                 description=outcome.message,
                 metadata={
                     **common,
@@ -131,21 +116,48 @@ def reembed_embeddings(
         )
 
 
-@dg.job(
-    tags={**GATED_RUN_TAGS, "dagster/max_runtime": "3600"},
-    description="Roll production back to its previous version (launched by the alert sensor).",
-)
-def rollback_job() -> None:
-    rollback_production()
+def build_alert_jobs(spec: PipelineSpec) -> list[dg.JobDefinition]:
+    """The pipeline's rollback_job and reembed_job (launched by its alert sensor)."""
 
+    @dg.op(
+        name=spec.qualified("rollback_production"),
+        description="Roll `production` back to the previous version: the promotion saga under the promotion lock, "
+        "every alias write fenced; refuses when production moved since the alert fired or the approval does not "
+        "match this exact rollback.",
+    )
+    @observed
+    def rollback_production(
+        context: dg.OpExecutionContext, config: RollbackConfig, state: StateStoreResource, locks: LocksResource
+    ) -> None:
+        rollback(context, config, state.store().scoped(spec.name), locks.locker(), spec)
 
-@dg.job(
-    tags={"dagster/max_runtime": "3600"},
-    description="Re-embed one landing batch or the whole corpus with the production model and swap in the "
-    "rebuilt index (launched by the alert sensor).",
-)
-def reembed_job() -> None:
-    reembed_embeddings()
+    @dg.op(
+        name=spec.qualified("reembed_embeddings"),
+        retry_policy=IO_RETRY,
+        description="Drop and recompute the production model's vectors of one landing batch (or everything), then "
+        "rebuild the retrieval index and swap it in under the promotion lock (fenced).",
+    )
+    @observed
+    def reembed_embeddings(
+        context: dg.OpExecutionContext, config: ReembedConfig, state: StateStoreResource, locks: LocksResource
+    ) -> None:
+        reembed(context, config, state.store().scoped(spec.name), locks.locker(), spec)
 
+    @dg.job(
+        name=spec.qualified("rollback_job"),
+        tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, "dagster/max_runtime": "3600"},
+        description="Roll production back to its previous version (launched by the alert sensor).",
+    )
+    def rollback_job() -> None:
+        rollback_production()
 
-ALERT_JOBS = [rollback_job, reembed_job]
+    @dg.job(
+        name=spec.qualified("reembed_job"),
+        tags={**spec.lifecycle_tags, "dagster/max_runtime": "3600"},
+        description="Re-embed one landing batch or the whole corpus with the production model and swap in the "
+        "rebuilt index (launched by the alert sensor).",
+    )
+    def reembed_job() -> None:
+        reembed_embeddings()
+
+    return [rollback_job, reembed_job]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime_ops.locks.base import LockerBase
-from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S
+from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, lock_name
 from runtime_ops.store import StateStore
 
 
@@ -52,7 +52,7 @@ def run_reembed(
     dropped = store.drop_embeddings(version, batch_id=batch_id)
     log(f"dropped {dropped} vectors of model v{version} for {scope}")
     embedded = embed_missing(store, version, log)
-    with locker.hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+    with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         if store.alias("production") != version:
             message = (
                 f"re-embedded {embedded} chunks of {scope} with v{version}, but production moved to "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime_ops.locks.base import LockerBase
-from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, promotion_steps
+from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps
 from runtime_ops.saga.engine import run
 from runtime_ops.store import StateStore
 from runtime_ops.store.alerts import rollback_digest
@@ -122,7 +122,7 @@ def run_rollback(
     if store.get_model(to_version) is None:
         raise RollbackRefused(f"refusing to roll back: v{to_version} is not in the model registry")
     sid = saga_id(alert_key)
-    with locker.hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+    with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         journal = StoreJournal(store, run_id, kind="rollback")
         state = journal.load(sid)
         fresh = state is None or state.status == "compensated"

@@ -12,10 +12,10 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops import clock
-from runtime_ops.alerts.jobs import reembed_job, rollback_job
-from runtime_ops.jobs import train_job
+from runtime_ops.models.checks import request_policy
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
-from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 
@@ -34,35 +34,25 @@ _DONE = {
 console = logging.getLogger("runtime_ops.alerts")
 
 
-class AlertRulesResource(dg.ConfigurableResource):
-    """The remediation rule file (RUNTIME_OPS_ALERT_RULES), read on every tick so edits apply without a reload."""
-
-    path: str
-
-    def rules(self):  # type: ignore[no-untyped-def]
-        from runtime_ops.alerts.rules import load_rules
-
-        return load_rules(self.path)
-
-
-def alert_rules_resource(path: str) -> AlertRulesResource:
-    """The resource, after checking the rule file parses: a broken file fails the code location at load,
-    naming RUNTIME_OPS_ALERT_RULES, the file and the line."""
+def check_rule_file(spec: PipelineSpec) -> None:
+    """A broken rule file fails the code location at load, naming the pipeline, the file and the line."""
     from runtime_ops.alerts.rules import RuleFileError, load_rules
     from runtime_ops.settings import SettingsError
 
     try:
-        load_rules(path)
+        load_rules(str(spec.alert_rules))
     except RuleFileError as exc:
-        raise SettingsError(f"RUNTIME_OPS_ALERT_RULES: invalid rule file:\n  {exc}") from None
-    return AlertRulesResource(path=path)
+        raise SettingsError(
+            f"pipeline {spec.name}: alert_rules (RUNTIME_OPS_ALERT_RULES): invalid rule file:\n  {exc}"
+        ) from None
 
 
-def run_request(alert: dict[str, Any]) -> dg.RunRequest:
+def run_request(alert: dict[str, Any], spec: PipelineSpec) -> dg.RunRequest:
     """The remediation run of an alert whose action is recorded (rebuilt the same way on every tick)."""
     action = alert["action"]
     params = alert.get("action_params") or {}
     tags = {
+        **spec.lifecycle_tags,
         ALERT_TAG: alert["run_key"],
         ALERTNAME_TAG: (alert["alertname"] or "-")[:200],
         FINGERPRINT_TAG: alert["fingerprint"],
@@ -70,14 +60,16 @@ def run_request(alert: dict[str, Any]) -> dg.RunRequest:
     }
     ident = {"alert_id": alert["id"], "alert_key": alert["run_key"]}
     if action == "retrain":
-        return dg.RunRequest(job_name="train_job", run_key=alert["run_key"], tags={**GATED_RUN_TAGS, **tags})
+        return dg.RunRequest(
+            job_name=spec.qualified("train_job"), run_key=alert["run_key"], tags={**GATED_RUN_TAGS, **tags}
+        )
     if action == "reembed":
         config = {**ident, "batch_id": params.get("batch_id")}
         return dg.RunRequest(
-            job_name="reembed_job",
+            job_name=spec.qualified("reembed_job"),
             run_key=alert["run_key"],
             tags=tags,
-            run_config={"ops": {"reembed_embeddings": {"config": config}}, **RUN_LOGGER_CONFIG},
+            run_config={"ops": {spec.qualified("reembed_embeddings"): {"config": config}}, **RUN_LOGGER_CONFIG},
         )
     if action == "rollback":
         if alert.get("approval_id"):
@@ -89,10 +81,10 @@ def run_request(alert: dict[str, Any]) -> dg.RunRequest:
             "approval_id": alert.get("approval_id"),
         }
         return dg.RunRequest(
-            job_name="rollback_job",
+            job_name=spec.qualified("rollback_job"),
             run_key=alert["run_key"],
             tags={**GATED_RUN_TAGS, **tags},
-            run_config={"ops": {"rollback_production": {"config": config}}, **RUN_LOGGER_CONFIG},
+            run_config={"ops": {spec.qualified("rollback_production"): {"config": config}}, **RUN_LOGGER_CONFIG},
         )
     raise ValueError(f"alert #{alert['id']}: action {action!r} launches no run")
 
@@ -102,8 +94,8 @@ def _run_for(instance: dg.DagsterInstance, key: str) -> dg.DagsterRun | None:
 
 
 class _Tick:
-    def __init__(self, context: dg.SensorEvaluationContext, store: Any, approvals: ApprovalsResource) -> None:
-        self.context, self.store, self.approvals = context, store, approvals
+    def __init__(self, context: dg.SensorEvaluationContext, store: Any, spec: PipelineSpec) -> None:
+        self.context, self.store, self.spec = context, store, spec
         self.requests: list[dg.RunRequest] = []
         self.done: list[str] = []
 
@@ -126,7 +118,7 @@ class _Tick:
         """Record the run as requested (compare-and-set), then request it."""
         if self.store.set_alert_action(alert["id"], expect=expect, action_status="requested", **values):
             row = self.store.get_alert(alert["id"])
-            self.requests.append(run_request(row))
+            self.requests.append(run_request(row, self.spec))
             self.say(f"alert #{alert['id']} {alert['alertname']}: {row['action']} requested (run key {row['run_key']})")
 
     # ---------------------------------------------------------------- runs already on their way
@@ -135,7 +127,7 @@ class _Tick:
         for alert in self.store.alerts_in_action("requested"):
             run = _run_for(instance, alert["run_key"])
             if run is None:  # the tick that requested it never reached the daemon: same key, launched once
-                self.requests.append(run_request(alert))
+                self.requests.append(run_request(alert, self.spec))
                 continue
             self.store.set_alert_action(alert["id"], expect="requested", action_status="launched", run_id=run.run_id)
             if alert.get("approval_id"):
@@ -198,7 +190,7 @@ class _Tick:
         if rule.action == "retrain":
             from runtime_ops.models.sensors import active_lifecycle_run
 
-            running = active_lifecycle_run(self.context.instance)
+            running = active_lifecycle_run(self.context.instance, self.spec.name)
             if running:  # one lifecycle run at a time: retrain when the current one ends (decided next tick)
                 self.store.set_alert_action(alert["id"], expect=None, action_detail=f"waiting for run {running}")
                 return
@@ -243,7 +235,7 @@ class _Tick:
             from_version=current,
             to_version=target,
             eval_report_id=report["id"],
-            policy=self.approvals.request_policy(),
+            policy=request_policy(self.spec),
             now=now,
         )
         detail = f"roll production back v{current} -> v{target}: waiting for approval request {request['id']}"
@@ -259,28 +251,31 @@ class _Tick:
             self.say(f"alert #{alert['id']} {alert['alertname']}: {detail}", warn=True)
 
 
-@dg.sensor(
-    jobs=[train_job, reembed_job, rollback_job],
-    minimum_interval_seconds=15,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Takes each new firing alert of the inbox (POST /alerts/alertmanager) to the first matching "
-    "remediation rule and launches its run once (run key = fingerprint + startsAt): retrain, re-embed, or a "
-    "rollback (through an approval request unless pre-approved). A fingerprint whose remediation is under way "
-    "launches nothing more; run ids and outcomes are recorded on the alert.",
-)
-def alert_sensor(
-    context: dg.SensorEvaluationContext,
-    state: StateStoreResource,
-    alert_rules: AlertRulesResource,
-    approvals: ApprovalsResource,
-) -> dg.SensorResult | dg.SkipReason:
-    store = state.store()
-    rules = alert_rules.rules()  # a broken rule file fails the tick with file:line, and handles nothing
-    tick = _Tick(context, store, approvals)
-    tick.reconcile()
-    now = clock.now()
-    for alert in store.alerts_to_handle():
-        tick.handle(alert, rules, now)
-    if not tick.requests:
-        return dg.SkipReason("; ".join(tick.done[-5:]) if tick.done else "no new alerts")
-    return dg.SensorResult(run_requests=tick.requests)
+def build_alert_sensor(spec: PipelineSpec, jobs: list[Any]) -> dg.SensorDefinition:
+    check_rule_file(spec)
+
+    @dg.sensor(
+        name=spec.qualified("alert_sensor"),
+        jobs=jobs,
+        minimum_interval_seconds=15,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Takes each new firing alert of this pipeline in the inbox (POST /alerts/alertmanager; label "
+        "`pipeline`, else the default pipeline) to the first matching remediation rule and launches its run once "
+        "(run key = fingerprint + startsAt): retrain, re-embed, or a rollback (through an approval request unless "
+        "pre-approved). A fingerprint whose remediation is under way launches nothing more.",
+    )
+    def alert_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.SensorResult | dg.SkipReason:
+        from runtime_ops.alerts.rules import load_rules
+
+        store = state.store().scoped(spec.name)
+        rules = load_rules(str(spec.alert_rules))  # read every tick: edits apply without a reload
+        tick = _Tick(context, store, spec)
+        tick.reconcile()
+        now = clock.now()
+        for alert in store.alerts_to_handle():
+            tick.handle(alert, rules, now)
+        if not tick.requests:
+            return dg.SkipReason("; ".join(tick.done[-5:]) if tick.done else "no new alerts")
+        return dg.SensorResult(run_requests=tick.requests)
+
+    return alert_sensor

@@ -3,6 +3,7 @@
 import json
 import logging
 import sys
+from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
@@ -11,21 +12,24 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import outcome_for
-from runtime_ops.jobs import promotion_job
+from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
+from runtime_ops.store import StateStore
 
 APPROVAL_TAG = "runtime_ops/approval_id"
 APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 console = logging.getLogger("runtime_ops.approvals")
-_REPORT_KEY = dg.AssetKey("evaluation_report")
 
 
-def _target(instance: dg.DagsterInstance) -> AssetCheckEvaluationTargetMaterializationData | None:
+def _target(
+    instance: dg.DagsterInstance, report_key: dg.AssetKey
+) -> AssetCheckEvaluationTargetMaterializationData | None:
     # Without the target materialization, Dagster does not tie the runless result to the report it judges.
-    records = instance.fetch_materializations(_REPORT_KEY, limit=1).records
+    records = instance.fetch_materializations(report_key, limit=1).records
     if not records:
         return None
     record = records[0]
@@ -34,19 +38,29 @@ def _target(instance: dg.DagsterInstance) -> AssetCheckEvaluationTargetMateriali
     )
 
 
-@dg.sensor(
-    jobs=[promotion_job],
-    minimum_interval_seconds=10,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Announces approval requests (Slack or signed links in the log), escalates and expires them on "
-    "their deadlines (running compensations once), keeps Slack messages up to date, and turns each approved "
-    "request into a passed human_approval result and one promotion run (run key = approval id).",
-)
-def approvals_sensor(
-    context: dg.SensorEvaluationContext, state: StateStoreResource, approvals: ApprovalsResource
+def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=spec.qualified("approvals_sensor"),
+        jobs=[promotion_job],
+        minimum_interval_seconds=10,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Announces approval requests (Slack or signed links in the log), escalates and expires them "
+        "on their deadlines (running compensations once), keeps Slack messages up to date, and turns each approved "
+        "request into a passed human_approval result and one promotion run (run key = approval id).",
+    )
+    def approvals_sensor(
+        context: dg.SensorEvaluationContext, state: StateStoreResource, approvals: ApprovalsResource
+    ) -> dg.SensorResult | dg.SkipReason:
+        store = state.store().scoped(spec.name)
+        return approvals_tick(context, store, approvals.announcer(store, spec.approvals.slack_channel), spec)
+
+    return approvals_sensor
+
+
+def approvals_tick(
+    context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec
 ) -> dg.SensorResult | dg.SkipReason:
-    store = state.store()
-    announcer = approvals.announcer(store)
+    report_key = dg.AssetKey(spec.asset_path("evaluation_report"))
 
     def emit(message: str) -> None:
         # Log lines never carry a link's token (logs redact it: a link decides for its approver). Without Slack,
@@ -74,26 +88,28 @@ def approvals_sensor(
         requests.append(
             dg.RunRequest(
                 run_key=request["id"],
+                job_name=spec.qualified("promotion_job"),
                 tags={
+                    **spec.lifecycle_tags,
                     APPROVAL_TAG: request["id"],
                     **GATED_RUN_TAGS,
                     # The promotion's step spans link to the span that opened the request (see observe_step).
                     **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
                 },
-                run_config={"ops": {"production_model": {"config": {"approval_id": request["id"]}}}},
+                run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
             )
         )
         if request["id"] not in reported:
             outcome = outcome_for(request, store.get_eval_report(request["eval_report_id"]))
             events.append(
                 dg.AssetCheckEvaluation(
-                    asset_key=_REPORT_KEY,
+                    asset_key=report_key,
                     check_name="human_approval",
                     passed=True,
                     blocking=True,
                     description=outcome.message,
                     metadata={"approval_id": request["id"], "decided_by": request["decided_by"] or ""},
-                    target_materialization_data=_target(context.instance),
+                    target_materialization_data=_target(context.instance, report_key),
                 )
             )
             reported.append(request["id"])

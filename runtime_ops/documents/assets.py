@@ -9,11 +9,13 @@ from runtime_ops.documents.chunking import chunk_text
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.observability.steps import observed
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.progress import Every
-from runtime_ops.resources.landing import ObjectChanged, ObjectGone, ObjectRef
+from runtime_ops.resources.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
+from runtime_ops.store import StateStore
 
 # A progress line per interval, not per N documents: each one is an event-log write (see runtime_ops.progress).
 _PROGRESS_SECONDS = 10.0
@@ -29,26 +31,13 @@ def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-@dg.asset(
-    partitions_def=landing_batches,
-    group_name="documents",
-    kinds={"python"},
-    retry_policy=IO_RETRY,
-    description="Landed objects of one batch, parsed to text (txt, md, html, json, jsonl, pdf). Unreadable, "
-    "binary, empty or oversized files are quarantined with a reason; the rest of the batch goes on.",
-)
-@observed
-def raw_documents(
-    context: dg.AssetExecutionContext,
-    state: StateStoreResource,
-    landing: LandingResource,
+def parse_batch(
+    context: dg.AssetExecutionContext, store: StateStore, source: LandingSource, max_document_bytes: int
 ) -> dg.MaterializeResult:
-    store = state.store()
     batch_id = context.partition_key
     batch = store.get_batch(batch_id)
     if batch is None:
         raise dg.Failure(f"landing batch {batch_id!r} is not in the state store; was the database reset?")
-    source = landing.source()
     docs = store.batch_documents(batch_id)
     todo = [d for d in docs if d["status"] == "pending"]
     context.log.info(f"batch {batch_id}: {len(docs)} objects, {len(todo)} to parse (the rest done earlier)")
@@ -59,7 +48,7 @@ def raw_documents(
         ref = ObjectRef(key=doc["key"], version=doc["version"], size=doc["size"], last_modified=doc["last_modified"])
         try:
             data = source.read(ref)
-            parsed = parse_document(doc["key"], data, max_bytes=landing.max_document_bytes)
+            parsed = parse_document(doc["key"], data, max_bytes=max_document_bytes)
         except QuarantineError as exc:
             store.quarantine(doc["id"], exc.code, exc.reason)
             quarantined.append((doc["key"], exc.code, exc.reason))
@@ -100,18 +89,7 @@ def raw_documents(
     )
 
 
-@dg.asset(
-    partitions_def=landing_batches,
-    deps=[raw_documents],
-    group_name="documents",
-    kinds={"python"},
-    retry_policy=IO_RETRY,
-    description="Parsed documents of one batch split into overlapping chunks; a new version of a key "
-    "replaces the old one atomically.",
-)
-@observed
-def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-    store = state.store()
+def chunk_batch(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
     batch_id = context.partition_key
     docs = store.parsed_documents(batch_id)
     n_chunks = 0
@@ -134,3 +112,42 @@ def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource
             "corpus_revision": dg.MetadataValue.int(store.corpus_revision()),
         }
     )
+
+
+def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
+    """The pipeline's `raw_documents` and `document_chunks`, partitioned by its landing batches."""
+    batches = landing_batches(spec)
+
+    @dg.asset(
+        key=spec.asset_path("raw_documents"),
+        partitions_def=batches,
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "documents"},
+        retry_policy=IO_RETRY,
+        description="Landed objects of one batch, parsed to text (txt, md, html, json, jsonl, pdf). Unreadable, "
+        "binary, empty or oversized files are quarantined with a reason; the rest of the batch goes on.",
+    )
+    @observed
+    def raw_documents(
+        context: dg.AssetExecutionContext, state: StateStoreResource, landing: LandingResource
+    ) -> dg.MaterializeResult:
+        store = state.store().scoped(spec.name)
+        return parse_batch(context, store, landing.source(spec.landing), spec.landing.max_document_bytes)
+
+    @dg.asset(
+        key=spec.asset_path("document_chunks"),
+        partitions_def=batches,
+        deps=[raw_documents],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "documents"},
+        retry_policy=IO_RETRY,
+        description="Parsed documents of one batch split into overlapping chunks; a new version of a key "
+        "replaces the old one atomically.",
+    )
+    @observed
+    def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return chunk_batch(context, state.store().scoped(spec.name))
+
+    return [raw_documents, document_chunks]

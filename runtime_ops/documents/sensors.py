@@ -10,6 +10,8 @@ import dagster as dg
 from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.documents.scan import scan
+from runtime_ops.jobs import AssetJob
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.landing import S3LandingSource, is_ignored_key
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
@@ -112,26 +114,35 @@ def drain_events(
     return tick
 
 
-def _batch_request(batch_id: str, n_objects: int) -> dg.RunRequest:
+def _batch_request(spec: PipelineSpec, batch_id: str, n_objects: int) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=batch_id,
         partition_key=batch_id,
-        tags={BATCH_TAG: batch_id, "runtime_ops/objects": str(n_objects)},
+        tags={**spec.tags, BATCH_TAG: batch_id, "runtime_ops/objects": str(n_objects)},
     )
 
 
-@dg.sensor(
-    job_name="ingest_job",
-    minimum_interval_seconds=15,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Scans the landing folder or S3 prefix in key order from a cursor (or, with "
-    "RUNTIME_OPS_SQS_QUEUE_URL, reads the bucket's S3 event notifications from SQS), records new object "
-    "versions as one landing batch (one dynamic partition) and launches its ingestion (run key = batch id).",
-)
-def landing_sensor(
-    context: dg.SensorEvaluationContext, state: StateStoreResource, landing: LandingResource
+def build_landing_sensor(spec: PipelineSpec, ingest_job: AssetJob) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=spec.qualified("landing_sensor"),
+        job=ingest_job,
+        minimum_interval_seconds=15,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Scans {spec.landing.uri} in key order from a cursor (or, with landing.sqs_queue_url, reads "
+        "the bucket's S3 event notifications from SQS), records new object versions as one landing batch (one "
+        "dynamic partition) and launches its ingestion (run key = batch id).",
+    )
+    def landing_sensor(
+        context: dg.SensorEvaluationContext, state: StateStoreResource, landing: LandingResource
+    ) -> dg.SensorResult | dg.SkipReason:
+        return landing_tick(context, state.store().scoped(spec.name), landing, spec)
+
+    return landing_sensor
+
+
+def landing_tick(
+    context: dg.SensorEvaluationContext, store: StateStore, landing: LandingResource, spec: PipelineSpec
 ) -> dg.SensorResult | dg.SkipReason:
-    store = state.store()
     cursor = json.loads(context.cursor) if context.cursor else {}
     run_requests: list[dg.RunRequest] = []
     partitions: list[str] = []
@@ -144,20 +155,22 @@ def landing_sensor(
             store.mark_batch(batch["id"], "launched", run_id=run.run_id)
         else:
             partitions.append(batch["id"])
-            run_requests.append(_batch_request(batch["id"], batch["n_objects"]))
+            run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
 
-    source = landing.source()
-    events_queue = landing.event_queue()
+    source = landing.source(spec.landing)
+    events_queue = landing.event_queue(spec.landing)
+    batches = landing_batches(spec)
     if events_queue is not None:
         if not isinstance(source, S3LandingSource):
             raise ValueError(
-                f"RUNTIME_OPS_SQS_QUEUE_URL is set (event mode) but RUNTIME_OPS_LANDING={landing.uri!r} is not an "
-                "s3:// landing: S3 event notifications need an S3 bucket; unset one of the two"
+                f"pipeline {spec.name}: landing.sqs_queue_url (RUNTIME_OPS_SQS_QUEUE_URL) is set (event mode) but "
+                f"landing.uri={spec.landing.uri!r} is not an s3:// landing: S3 event notifications need an S3 "
+                "bucket; unset one of the two"
             )
-        tick = drain_events(events_queue, store, source, max_objects=landing.batch_max_objects, log=context.log)
+        tick = drain_events(events_queue, store, source, max_objects=spec.landing.batch_max_objects, log=context.log)
         if tick.batch is not None:
             partitions.append(tick.batch["id"])
-            run_requests.append(_batch_request(tick.batch["id"], tick.batch["n_objects"]))
+            run_requests.append(_batch_request(spec, tick.batch["id"], tick.batch["n_objects"]))
             context.log.info(f"landing batch {tick.batch['id']}: {tick.batch['n_objects']} new object versions")
         if tick.messages:
             context.log.info(f"landing events from {events_queue.url}: {tick.describe()}")
@@ -166,15 +179,15 @@ def landing_sensor(
         # The listing cursor is left as it is: switching back to listing mode resumes where it stopped.
         return dg.SensorResult(
             run_requests=run_requests,
-            dynamic_partitions_requests=[landing_batches.build_add_request(partitions)],
+            dynamic_partitions_requests=[batches.build_add_request(partitions)],
         )
 
     result = scan(
         source,
         store.known_versions,
         start_after=cursor.get("start_after"),
-        max_new=landing.batch_max_objects,
-        max_keys=landing.scan_max_keys,
+        max_new=spec.landing.batch_max_objects,
+        max_keys=spec.landing.scan_max_keys,
     )
     if result.new:
         batch = store.record_batch(
@@ -183,7 +196,7 @@ def landing_sensor(
         )
         if batch is not None:
             partitions.append(batch["id"])
-            run_requests.append(_batch_request(batch["id"], batch["n_objects"]))
+            run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
             context.log.info(f"landing batch {batch['id']}: {batch['n_objects']} new object versions")
     new_cursor = json.dumps({"start_after": result.next_start_after})
     if not run_requests:
@@ -192,5 +205,5 @@ def landing_sensor(
     return dg.SensorResult(
         run_requests=run_requests,
         cursor=new_cursor,
-        dynamic_partitions_requests=[landing_batches.build_add_request(partitions)],
+        dynamic_partitions_requests=[batches.build_add_request(partitions)],
     )

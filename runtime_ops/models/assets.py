@@ -1,51 +1,48 @@
 """Models: train a candidate embedder, evaluate it against production, promote it behind the gate."""
 
+from __future__ import annotations
+
 import time
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from runtime_ops.documents.assets import document_chunks
 from runtime_ops.models.registry import corpus, load_embedder
-from runtime_ops.observability.steps import observed
-from runtime_ops.resources.state import GatePolicyResource, LocksResource, StateStoreResource
-from runtime_ops.retries import IO_RETRY
+from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
+from runtime_ops.store import StateStore
 
 if TYPE_CHECKING:
+    from runtime_ops.locks.base import Locker
     from runtime_ops.models.evaluation import GoldenQuestion
-    from runtime_ops.store.store import StateStore
 
 
 class TrainConfig(dg.Config):
-    dim: int = 128
-    max_features: int = 50_000
-    seed: int = 0
+    """Overrides of the pipeline's `embedder` settings for one run (unset: the defs.yaml value)."""
+
+    dim: int | None = None
+    max_features: int | None = None
+    seed: int | None = None
 
 
-@dg.asset(
-    deps=[document_chunks],
-    group_name="models",
-    kinds={"scikitlearn"},
-    retry_policy=IO_RETRY,
-    description="A candidate embedding model (TF-IDF + truncated SVD, i.e. LSA) trained on every current "
-    "chunk; versioned in the registry by the digest of its bytes, so retraining on the same corpus is a no-op.",
-)
-@observed
-def embedding_model(
-    context: dg.AssetExecutionContext, config: TrainConfig, state: StateStoreResource
+def train_candidate(
+    context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
     from runtime_ops.models.embedder import EmbedderParams, digest, train_embedder
 
-    store = state.store()
     revision = store.corpus_revision()
     _, keys, texts = corpus(store)
     if len(texts) < 2:
         raise dg.Failure(
-            f"cannot train: the current corpus has {len(texts)} chunk(s); land some documents first "
-            "(see RUNTIME_OPS_LANDING)",
+            f"cannot train: the current corpus of pipeline {spec.name} has {len(texts)} chunk(s); land some "
+            f"documents in {spec.landing.uri} first",
             allow_retries=False,
         )
-    params = EmbedderParams(dim=config.dim, max_features=config.max_features, seed=config.seed)
+    e = spec.embedder
+    params = EmbedderParams(
+        dim=config.dim if config.dim is not None else e.dim,
+        max_features=config.max_features if config.max_features is not None else e.max_features,
+        seed=config.seed if config.seed is not None else e.seed,
+    )
     started = time.monotonic()
     embedder = train_embedder(texts, params)
     train_s = time.monotonic() - started
@@ -82,29 +79,20 @@ def embedding_model(
     )
 
 
-@dg.asset(
-    deps=[embedding_model],
-    group_name="models",
-    kinds={"python"},
-    retry_policy=IO_RETRY,
-    description="The candidate against the production model on the golden question set: recall@k, MRR, "
-    "nDCG@k as numeric metadata (plotted over versions in the UI), a markdown comparison and the verdict.",
-)
-@observed
-def evaluation_report(
-    context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
+def evaluate_candidate(
+    context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
     from runtime_ops.models.evaluation import comparison_markdown, evaluate_embedder
     from runtime_ops.models.policy import candidate_digest, judge, report_digest
 
-    store = state.store()
+    gate = spec.gate
     candidate_version = store.alias("candidate")
     if candidate_version is None:
         raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
     production_version = store.alias("production")
     candidate = store.get_model(candidate_version)
     assert candidate is not None
-    keys, texts, questions = golden_inputs(store, gate.golden_set)
+    keys, texts, questions = golden_inputs(store, str(spec.golden_set))
     cand_metrics = evaluate_embedder(load_embedder(store, candidate_version), texts, keys, questions)
     prod_metrics = None
     if production_version is not None:
@@ -112,7 +100,7 @@ def evaluation_report(
     verdict = judge(
         cand_metrics,
         prod_metrics,
-        gate.policy(),
+        gate_policy(gate),
         candidate_is_production=production_version == candidate_version,
     )
     report = {
@@ -169,7 +157,17 @@ def evaluation_report(
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
 
 
-def golden_inputs(store: "StateStore", golden_set: str) -> tuple[list[str], list[str], list["GoldenQuestion"]]:
+def gate_policy(gate: GateSpec):  # type: ignore[no-untyped-def]  # -> GatePolicy (numpy: imported late)
+    from runtime_ops.models.policy import GatePolicy
+
+    return GatePolicy(
+        primary_metric=gate.primary_metric,
+        auto_approve_margin=gate.auto_approve_margin,
+        max_regression=gate.max_regression,
+    )
+
+
+def golden_inputs(store: StateStore, golden_set: str) -> tuple[list[str], list[str], list[GoldenQuestion]]:
     """The current corpus (chunk keys and texts) and the golden questions it can answer; a Failure that names
     the golden set and the fix when it can answer none."""
     from pathlib import Path
@@ -181,13 +179,14 @@ def golden_inputs(store: "StateStore", golden_set: str) -> tuple[list[str], list
     if not questions:
         raise dg.Failure(
             f"none of the golden questions in {golden_set} has a relevant document in the current corpus; "
-            "land the documents the golden set refers to, or point RUNTIME_OPS_GOLDEN_SET at a matching set",
+            "land the documents the golden set refers to, or set evaluation.golden_set in the pipeline's defs.yaml "
+            "(RUNTIME_OPS_GOLDEN_SET) to a matching set",
             allow_retries=False,
         )
     return keys, texts, questions
 
 
-def _history(store: "StateStore", candidate_version: int, production_version: int | None) -> str:
+def _history(store: StateStore, candidate_version: int, production_version: int | None) -> str:
     from runtime_ops.models.history import EvaluatedVersion, history_markdown
 
     def verdict_text(v: dict) -> str:
@@ -215,24 +214,14 @@ class PromotionConfig(dg.Config):
 PROMOTION_RETRY_CAP_S = 30.0
 
 
-@dg.asset(
-    deps=[evaluation_report],
-    group_name="models",
-    kinds={"python"},
-    description="The `production` alias. Promotion re-verifies the decision for the exact candidate digest "
-    "itself (so a run that selects this asset without the human_approval check still refuses), then runs as a "
-    "saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure.",
-)
-@observed
-def production_model(
-    context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
+def promote(
+    context: dg.AssetExecutionContext, config: PromotionConfig, store: StateStore, locker: Locker, spec: PipelineSpec
 ) -> dg.MaterializeResult:
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
     from runtime_ops.locks.base import LockError
-    from runtime_ops.models.promotion import LOCK_NAME, LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, promotion_steps, saga_id
+    from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
 
-    store = state.store()
     approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
     try:
         version, request = verify_promotion(store, approval_id=approval_id)
@@ -252,7 +241,7 @@ def production_model(
             }
         )
     try:
-        with locks.locker().hold(LOCK_NAME, ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+        with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
             steps = promotion_steps(
                 store, version=version, request=request, fence=lease.fence, run_id=context.run_id, log=context.log.info
             )

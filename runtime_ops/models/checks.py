@@ -1,12 +1,12 @@
-"""The gate, as blocking asset checks on evaluation_report."""
+"""The gate, as blocking asset checks on a pipeline's evaluation_report."""
 
 import dagster as dg
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
-from runtime_ops.models.assets import evaluation_report
 from runtime_ops.observability.steps import observed
-from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.resources.state import StateStoreResource
 
 
 def _requester(context: dg.AssetCheckExecutionContext) -> str:
@@ -14,45 +14,62 @@ def _requester(context: dg.AssetCheckExecutionContext) -> str:
     return tags.get("runtime_ops/requested_by") or tags.get("user") or tags.get("dagster/user") or "runtime_ops"
 
 
-@dg.asset_check(
-    asset=evaluation_report,
-    blocking=True,
-    description="The candidate does not regress past the allowed margin (RUNTIME_OPS_MAX_REGRESSION).",
-)
-@observed
-def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
-    report = state.store().latest_eval_report()
-    if report is None:
-        return dg.AssetCheckResult(passed=False, description="no evaluation report yet")
-    verdict = report["verdict"]
-    return dg.AssetCheckResult(
-        passed=bool(verdict["meets_policy"]),
-        description=verdict["reason"],
-        metadata={"candidate_version": report["candidate_version"], "reason": verdict["reason"]},
+def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition) -> list[dg.AssetChecksDefinition]:
+    @dg.asset_check(
+        asset=evaluation_report,
+        name="meets_policy",
+        blocking=True,
+        description=f"The candidate does not regress by more than {spec.gate.max_regression} on "
+        f"{spec.gate.primary_metric} (gate.max_regression).",
     )
+    @observed
+    def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
+        report = state.store().scoped(spec.name).latest_eval_report()
+        if report is None:
+            return dg.AssetCheckResult(passed=False, description="no evaluation report yet")
+        verdict = report["verdict"]
+        return dg.AssetCheckResult(
+            passed=bool(verdict["meets_policy"]),
+            description=verdict["reason"],
+            metadata={"candidate_version": report["candidate_version"], "reason": verdict["reason"]},
+        )
+
+    @dg.asset_check(
+        asset=evaluation_report,
+        name="human_approval",
+        blocking=True,
+        description="Passes when the policy auto-approves the candidate or a person approved this exact candidate "
+        "digest; otherwise opens one approval request per digest and fails with how to decide it.",
+    )
+    @observed
+    def human_approval(context: dg.AssetCheckExecutionContext, state: StateStoreResource) -> dg.AssetCheckResult:
+        outcome = evaluate_gate(
+            state.store().scoped(spec.name),
+            requested_by=_requester(context),
+            run_id=context.run.run_id,
+            policy=request_policy(spec),
+            now=clock.now(),
+        )
+        metadata: dict[str, object] = {"status": outcome.status}
+        if outcome.request:
+            metadata["approval_id"] = outcome.request["id"]
+            metadata["candidate_digest"] = outcome.request["candidate_digest"]
+        if not outcome.passed:
+            context.log.warning(outcome.message)
+        return dg.AssetCheckResult(passed=outcome.passed, description=outcome.message, metadata=metadata)
+
+    return [meets_policy, human_approval]
 
 
-@dg.asset_check(
-    asset=evaluation_report,
-    blocking=True,
-    description="Passes when the policy auto-approves the candidate or a person approved this exact candidate "
-    "digest; otherwise opens one approval request per digest and fails with how to decide it.",
-)
-@observed
-def human_approval(
-    context: dg.AssetCheckExecutionContext, state: StateStoreResource, approvals: ApprovalsResource
-) -> dg.AssetCheckResult:
-    outcome = evaluate_gate(
-        state.store(),
-        requested_by=_requester(context),
-        run_id=context.run.run_id,
-        policy=approvals.request_policy(),
-        now=clock.now(),
+def request_policy(spec: PipelineSpec):  # type: ignore[no-untyped-def]  # -> RequestPolicy
+    """The approval policy new requests of this pipeline open with (a request keeps it once open)."""
+    from runtime_ops.approvals.rules import RequestPolicy
+
+    a = spec.approvals
+    return RequestPolicy(
+        approvers=a.approvers,
+        escalation_approvers=a.escalation_approvers,
+        required_approvals=a.required_approvals,
+        escalate_after=a.escalate_after,
+        expire_after=a.expire_after,
     )
-    metadata: dict[str, object] = {"status": outcome.status}
-    if outcome.request:
-        metadata["approval_id"] = outcome.request["id"]
-        metadata["candidate_digest"] = outcome.request["candidate_digest"]
-    if not outcome.passed:
-        context.log.warning(outcome.message)
-    return dg.AssetCheckResult(passed=outcome.passed, description=outcome.message, metadata=metadata)

@@ -15,7 +15,12 @@ from runtime_ops.saga.engine import SagaState, Step
 from runtime_ops.serving.indexing import build_index, embed_missing
 from runtime_ops.store import StateStore
 
-LOCK_NAME = "promotion"
+
+def lock_name(pipeline: str) -> str:
+    """The lock every change of a pipeline's production alias holds (promotion, rollback, re-embed swap)."""
+    return f"{pipeline}:promotion"
+
+
 # The lease is renewed every third of its TTL while held; a holder that dies frees the lock within the TTL,
 # inside the next promotion's bounded wait.
 LOCK_TTL_MS = 15_000

@@ -1,16 +1,21 @@
 """Regression evaluation: the production model re-scored on today's corpus against the scores it was promoted
 with. Runs when a model is promoted (declarative automation) and on a schedule."""
 
+from typing import Any
+
 import dagster as dg
 
-from runtime_ops.models.assets import golden_inputs, production_model
+from runtime_ops.jobs import AssetJob
+from runtime_ops.models.assets import golden_inputs
 from runtime_ops.models.registry import load_embedder
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
-from runtime_ops.resources.state import GatePolicyResource, StateStoreResource
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
+from runtime_ops.store import StateStore
 
 
-def _promoted_with(store, version: int) -> dict[str, float] | None:  # type: ignore[no-untyped-def]
+def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
     """The candidate metrics of the evaluation report behind the approval that promoted `version`."""
     for change in reversed(store.alias_history("production")):
         if change["new_target"] == version and change["approval_id"]:
@@ -20,63 +25,73 @@ def _promoted_with(store, version: int) -> dict[str, float] | None:  # type: ign
     return None
 
 
-@dg.asset(
-    deps=[production_model],
-    group_name="models",
-    kinds={"python"},
-    retry_policy=IO_RETRY,
-    automation_condition=dg.AutomationCondition.eager(),
-    description="The production model re-evaluated on the golden set and the current corpus; compared with the "
-    "metrics it was promoted with (check no_regression). Runs after every promotion and on regression_schedule.",
-)
-@observed
-def production_evaluation(
-    context: dg.AssetExecutionContext, state: StateStoreResource, gate: GatePolicyResource
-) -> dg.MaterializeResult:
+def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
     from runtime_ops.models.evaluation import evaluate_embedder
 
-    store = state.store()
     version = store.alias("production")
     if version is None:
         raise dg.Failure("no production model to evaluate", allow_retries=False)
-    keys, texts, questions = golden_inputs(store, gate.golden_set)
+    keys, texts, questions = golden_inputs(store, str(spec.golden_set))
     metrics = evaluate_embedder(load_embedder(store, version), texts, keys, questions)
     baseline = _promoted_with(store, version) or {}
-    metadata: dict[str, object] = {name: dg.MetadataValue.float(float(v)) for name, v in metrics.items()}
+    metadata: dict[str, Any] = {name: dg.MetadataValue.float(float(v)) for name, v in metrics.items()}
     metadata["model_version"] = dg.MetadataValue.int(version)
     metadata["corpus_revision"] = dg.MetadataValue.int(store.corpus_revision())
-    primary = gate.primary_metric
+    primary = spec.gate.primary_metric
     if primary in baseline and primary in metrics:
         metadata[f"promoted_with/{primary}"] = dg.MetadataValue.float(float(baseline[primary]))
         metadata[f"drift/{primary}"] = dg.MetadataValue.float(float(metrics[primary]) - float(baseline[primary]))
     return dg.MaterializeResult(metadata=metadata)
 
 
-@dg.asset_check(
-    asset=production_evaluation,
-    description="Warns when the production model scores worse than it did at promotion by more than "
-    "RUNTIME_OPS_MAX_REGRESSION on the primary metric (the corpus drifted away from it: consider retraining).",
-)
-@observed
-def no_regression(context: dg.AssetCheckExecutionContext, gate: GatePolicyResource) -> dg.AssetCheckResult:
-    event = context.instance.get_latest_materialization_event(production_evaluation.key)
-    meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
-    drift = meta.get(f"drift/{gate.primary_metric}")
-    if drift is None:
-        return dg.AssetCheckResult(passed=True, description="no promotion-time baseline to compare with")
-    value = float(drift.value)
-    return dg.AssetCheckResult(
-        passed=value >= -gate.max_regression,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=f"{gate.primary_metric} moved {value:+.4f} since promotion (allowed -{gate.max_regression:.3f})",
-        metadata={"drift": value},
+def build_regression(
+    spec: PipelineSpec, production_model: dg.AssetsDefinition
+) -> tuple[dg.AssetsDefinition, dg.AssetChecksDefinition, AssetJob]:
+    gate = spec.gate
+
+    @dg.asset(
+        key=spec.asset_path("production_evaluation"),
+        deps=[production_model],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        automation_condition=dg.AutomationCondition.eager(),
+        description="The production model re-evaluated on the golden set and the current corpus; compared with "
+        "the metrics it was promoted with (check no_regression). Runs after every promotion and on "
+        "regression_schedule.",
     )
+    @observed
+    def production_evaluation(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return evaluate_production(state.store().scoped(spec.name), spec)
 
+    @dg.asset_check(
+        asset=production_evaluation,
+        name="no_regression",
+        description=f"Warns when the production model scores worse than it did at promotion by more than "
+        f"{gate.max_regression} on {gate.primary_metric} (the corpus drifted away from it: consider retraining).",
+    )
+    @observed
+    def no_regression(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        event = context.instance.get_latest_materialization_event(production_evaluation.key)
+        meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
+        drift = meta.get(f"drift/{gate.primary_metric}")
+        if drift is None:
+            return dg.AssetCheckResult(passed=True, description="no promotion-time baseline to compare with")
+        value = float(drift.value)  # type: ignore[arg-type]
+        return dg.AssetCheckResult(
+            passed=value >= -gate.max_regression,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"{gate.primary_metric} moved {value:+.4f} since promotion "
+            f"(allowed -{gate.max_regression:.3f})",
+            metadata={"drift": value},
+        )
 
-regression_job = dg.define_asset_job(
-    "regression_job",
-    selection=dg.AssetSelection.assets(production_evaluation),
-    tags={"dagster/max_runtime": "1800"},
-    config=RUN_LOGGER_CONFIG,
-    description="Re-evaluate the production model on the current corpus.",
-)
+    regression_job = dg.define_asset_job(
+        spec.qualified("regression_job"),
+        selection=dg.AssetSelection.assets(production_evaluation),
+        tags={**spec.tags, "dagster/max_runtime": "1800"},
+        config=RUN_LOGGER_CONFIG,
+        description="Re-evaluate the production model on the current corpus.",
+    )
+    return production_evaluation, no_regression, regression_job

@@ -1,31 +1,31 @@
-"""The landing resource: where documents arrive, a local folder or an S3 prefix, behind one interface."""
+"""The landing resource: opens a pipeline's landing (a local folder or an S3 prefix) behind one interface."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from runtime_ops.resources.landing import LandingSource, open_landing
 
+if TYPE_CHECKING:
+    from runtime_ops.pipeline.spec import LandingSpec
+    from runtime_ops.resources.queue import EventQueue
+
 
 class LandingResource(dg.ConfigurableResource):
-    """`uri` is `s3://bucket/prefix` (through dagster-aws' S3Resource) or a local folder path.
+    """Process-wide: how S3 is reached (`AWS_ENDPOINT_URL`, through dagster-aws' S3Resource). Each pipeline's
+    landing (`landing.uri`, `landing.sqs_queue_url` in its defs.yaml) is passed in by that pipeline's code."""
 
-    With `sqs_queue_url` (RUNTIME_OPS_SQS_QUEUE_URL) the landing sensor runs in event mode: it reads the S3
-    event notifications of the bucket from that queue instead of listing the prefix.
-    """
-
-    uri: str
     endpoint_url: str | None = None
-    sqs_queue_url: str | None = None
-    batch_max_objects: int = 1000
-    scan_max_keys: int = 100_000
-    max_document_bytes: int = 10 * 1024 * 1024
 
-    def source(self) -> LandingSource:
-        return open_landing(self.uri, endpoint_url=self.endpoint_url)
+    def source(self, landing: LandingSpec) -> LandingSource:
+        return open_landing(landing.uri, endpoint_url=self.endpoint_url)
 
-    def event_queue(self):  # type: ignore[no-untyped-def]  # -> runtime_ops.resources.queue.EventQueue
+    def event_queue(self, landing: LandingSpec) -> EventQueue | None:
         """The SQS queue of event mode (the client is built on first use), or None in listing mode."""
-        if not self.sqs_queue_url:
+        if not landing.sqs_queue_url:
             return None
         from runtime_ops.resources.queue import EventQueue
 
-        return EventQueue(self.sqs_queue_url, endpoint_url=self.endpoint_url)
+        return EventQueue(landing.sqs_queue_url, endpoint_url=self.endpoint_url)

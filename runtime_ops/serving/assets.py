@@ -7,39 +7,28 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from runtime_ops.automation import FOLLOW_UPSTREAM
-from runtime_ops.documents.assets import document_chunks
-from runtime_ops.models.assets import production_model
+from runtime_ops.automation import follow_upstream
 from runtime_ops.models.registry import load_embedder
 from runtime_ops.observability.steps import observed
+from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
+from runtime_ops.store import StateStore
 
 if TYPE_CHECKING:  # numpy loads when an asset runs, not when the code location loads (bench/load.py)
     import numpy as np
 
 
-def _production_version(store) -> int:  # type: ignore[no-untyped-def]
+def _production_version(store: StateStore) -> int:
     version = store.alias("production")
     if version is None:
         raise dg.Failure("no production model yet: promote one first (production_model)")
     return int(version)
 
 
-@dg.asset(
-    deps=[document_chunks, production_model],
-    group_name="serving",
-    kinds={"python"},
-    retry_policy=IO_RETRY,
-    automation_condition=FOLLOW_UPSTREAM,
-    description="Every current chunk embedded with the production model. Incremental and resumable: a chunk "
-    "is embedded once per model version; a killed run resumes where it stopped.",
-)
-@observed
-def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+def embed_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
     from runtime_ops.serving.indexing import embed_missing
 
-    store = state.store()
     version = _production_version(store)
     started = time.monotonic()
     written = embed_missing(store, version, context.log.info)
@@ -54,20 +43,9 @@ def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreReso
     )
 
 
-@dg.asset(
-    deps=[document_embeddings],
-    group_name="serving",
-    kinds={"numpy"},
-    retry_policy=IO_RETRY,
-    automation_condition=FOLLOW_UPSTREAM,
-    description="The retrieval index (normalised vectors + chunk ids) for the production model, swapped in "
-    "atomically through the `retrieval_index` alias (reused when the promotion already built it).",
-)
-@observed
-def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+def index_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
     from runtime_ops.serving.indexing import build_index
 
-    store = state.store()
     version = _production_version(store)
     try:
         built = build_index(store, version, context.run_id)
@@ -97,46 +75,36 @@ class AnswersConfig(dg.Config):
     timeout_s: float = 20.0
 
 
-def default_questions() -> list[str]:
-    path = Path(__file__).parent.parent / "demo" / "questions.txt"
+def default_questions(answers: AnswersSpec) -> list[str]:
+    path = answers.questions_file or Path(__file__).parent.parent / "demo" / "questions.txt"
     return [q.strip() for q in path.read_text().splitlines() if q.strip()] if path.exists() else []
 
 
-@dg.asset(
-    deps=[retrieval_index],
-    group_name="serving",
-    kinds={"python"},
-    retry_policy=IO_RETRY,
-    automation_condition=FOLLOW_UPSTREAM,
-    description="Answers to questions from the retrieval index: extractive (best sentences of the top chunks) "
-    "when no RUNTIME_OPS_MODEL_ENDPOINT is configured.",
-)
-@observed
-def rag_answers(
-    context: dg.AssetExecutionContext, config: AnswersConfig, state: StateStoreResource
+def answer_questions(
+    context: dg.AssetExecutionContext, config: AnswersConfig, store: StateStore, answers: AnswersSpec
 ) -> dg.MaterializeResult:
-    from runtime_ops.serving.index import RetrievalIndex
-    from runtime_ops.settings import get_settings
+    import os
 
-    store = state.store()
+    from runtime_ops.serving.index import RetrievalIndex
+
     meta = store.current_index()
     if meta is None:
         raise dg.Failure("no retrieval index yet: materialize retrieval_index first")
     index = RetrievalIndex.from_bytes(store.get_artifact(meta["artifact_id"]))
     embedder = load_embedder(store, meta["model_version"])
-    questions = config.questions or default_questions()
+    questions = config.questions or default_questions(answers)
     if not questions:
         raise dg.Failure("no questions: pass run config questions: [...] or ship demo/questions.txt")
     qvecs = embedder.embed(questions)
     hits = index.search(qvecs, config.top_k)
     texts = store.chunk_texts([cid for row in hits for cid, _ in row])
-    settings = get_settings()
     llm = None
-    if settings.model_endpoint:
+    if answers.endpoint:
         from runtime_ops.serving.endpoint import ChatEndpoint
 
-        key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
-        llm = ChatEndpoint(settings.model_endpoint, api_key=key, model=settings.model_name, timeout_s=config.timeout_s)
+        # The key is read from its variable now, never carried in config that Dagster stores.
+        key = os.environ.get(answers.api_key_env) if answers.api_key_env else None
+        llm = ChatEndpoint(answers.endpoint, api_key=key or None, model=answers.model, timeout_s=config.timeout_s)
     fallbacks: list[str] = []
     mode = "model" if llm is not None else "extractive"
     reused = 0
@@ -212,3 +180,59 @@ def _answer(
             fallbacks.append(str(exc))
             context.log.warning(f"model endpoint failed, answering extractively: {exc}")
     return extractive_answer(qvec, passages, embedder.embed), "extractive"
+
+
+def build_serving_assets(
+    spec: PipelineSpec, document_chunks: dg.AssetsDefinition, production_model: dg.AssetsDefinition
+) -> list[dg.AssetsDefinition]:
+    """Embeddings, index and answers of one pipeline; declarative automation keeps them following upstream."""
+    follow = follow_upstream(document_chunks.key)
+
+    @dg.asset(
+        key=spec.asset_path("document_embeddings"),
+        deps=[document_chunks, production_model],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "serving"},
+        retry_policy=IO_RETRY,
+        automation_condition=follow,
+        description="Every current chunk embedded with the production model. Incremental and resumable: a chunk "
+        "is embedded once per model version; a killed run resumes where it stopped.",
+    )
+    @observed
+    def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return embed_corpus(context, state.store().scoped(spec.name))
+
+    @dg.asset(
+        key=spec.asset_path("retrieval_index"),
+        deps=[document_embeddings],
+        group_name=spec.name,
+        kinds={"numpy"},
+        tags={"domain": "serving"},
+        retry_policy=IO_RETRY,
+        automation_condition=follow,
+        description="The retrieval index (normalised vectors + chunk ids) for the production model, swapped in "
+        "atomically through the `retrieval_index` alias (reused when the promotion already built it).",
+    )
+    @observed
+    def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return index_corpus(context, state.store().scoped(spec.name))
+
+    @dg.asset(
+        key=spec.asset_path("rag_answers"),
+        deps=[retrieval_index],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "serving"},
+        retry_policy=IO_RETRY,
+        automation_condition=follow,
+        description="Answers to questions from the retrieval index: extractive (best sentences of the top chunks) "
+        "when the pipeline has no answers.endpoint (RUNTIME_OPS_MODEL_ENDPOINT).",
+    )
+    @observed
+    def rag_answers(
+        context: dg.AssetExecutionContext, config: AnswersConfig, state: StateStoreResource
+    ) -> dg.MaterializeResult:
+        return answer_questions(context, config, state.store().scoped(spec.name), spec.answers)
+
+    return [document_embeddings, retrieval_index, rag_answers]

@@ -95,6 +95,10 @@ def open_store(url: str, *, migrate: bool = True) -> StateStore:
 class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin, MetricsMixin):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.pipeline = "demo"
+
+    def scoped(self, name: str) -> StateStore:  # stand-in until the store is scoped by pipeline
+        return self
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Connection]:
@@ -144,9 +148,7 @@ class StateStore(ApprovalsMixin, EffectsMixin, AlertsMixin, MetricsMixin):
             return batch
         return None  # pragma: no cover
 
-    def _record_batch(
-        self, source: str, objects: Sequence[NewObject]
-    ) -> tuple[dict[str, Any] | None, list[float]]:
+    def _record_batch(self, source: str, objects: Sequence[NewObject]) -> tuple[dict[str, Any] | None, list[float]]:
         """The batch row (None when every object was known) and the landing lag of each object it recorded."""
         now = utcnow()
         lags: list[float] = []

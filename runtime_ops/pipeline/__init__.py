@@ -1,0 +1,1 @@
+"""Retrieval pipelines, one per defs/<name>/defs.yaml (RetrievalPipeline components)."""

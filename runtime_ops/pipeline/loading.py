@@ -1,0 +1,197 @@
+"""Finding and checking the pipelines' `defs.yaml` files, then building them through Dagster's component tree.
+
+Each file is validated against the `RetrievalPipeline` schema first, so a mistake is reported as
+`<file>:<line>: attributes.<field>: <what is wrong>` instead of a stack of union-type alternatives; names and
+landings are checked to be unique across pipelines.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pydantic import ValidationError
+
+from runtime_ops.pipeline.attributes import PipelineAttributes
+from runtime_ops.pipeline.resolve import landing_uri, resolve_spec
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.settings import Settings
+
+COMPONENT_TYPE = "runtime_ops.pipeline.component.RetrievalPipeline"
+BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "defs"
+
+
+class PipelineConfigError(ValueError):
+    """A defs.yaml is unusable; the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class DeclaredPipeline:
+    name: str
+    path: Path
+    line: int
+    landing: str | None
+
+
+def _line_of(tree: Any, path: Sequence[str | int]) -> int:
+    # The deepest position the error path still reaches (an unknown key is reported at its own line).
+    node, line = tree, tree.position.start.line
+    for part in path:
+        child = node.children.get(part) if node is not None else None
+        if child is None:
+            break
+        node, line = child, child.position.start.line
+    return line
+
+
+def _templated(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def _strip_templates(value: Any) -> Any:
+    # Jinja-templated values (`{{ env('X', '1') }}`) are rendered by Dagster later; check the rest now.
+    if isinstance(value, dict):
+        return {k: _strip_templates(v) for k, v in value.items() if not _templated(v)}
+    if isinstance(value, list):
+        return [_strip_templates(v) for v in value if not _templated(v)]
+    return value
+
+
+def check_file(path: Path) -> DeclaredPipeline | None:
+    """Validate one defs.yaml; None when it declares another component type (Dagster loads those)."""
+    from dagster_shared.yaml_utils import parse_yamls_with_source_position
+
+    try:
+        [parsed] = parse_yamls_with_source_position(path.read_text(), filename=str(path))
+    except ValueError:
+        raise PipelineConfigError(f"{path}: expected one YAML document") from None
+    except Exception as exc:  # yaml.YAMLError carries its own line
+        raise PipelineConfigError(f"{path}: not valid YAML: {exc}") from None
+    doc, tree = parsed.value, parsed.source_position_tree
+    if not isinstance(doc, dict) or doc.get("type") != COMPONENT_TYPE:
+        return None
+    unknown = sorted(set(doc) - {"type", "attributes", "requirements", "post_processing"})
+    if unknown:
+        raise PipelineConfigError(f"{path}:{_line_of(tree, [unknown[0]])}: unknown key {unknown[0]!r}")
+    attrs = doc.get("attributes")
+    if not isinstance(attrs, dict):
+        raise PipelineConfigError(f"{path}:{_line_of(tree, ['attributes'])}: attributes: must be a mapping")
+    try:
+        model = PipelineAttributes.model_validate(_strip_templates(attrs))
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = [p for p in err["loc"] if isinstance(p, str | int)]
+            field = ".".join(str(p) for p in ["attributes", *loc])
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{path}:{_line_of(tree, ['attributes', *loc])}: {field}: {msg}")
+        raise PipelineConfigError("invalid pipeline declaration:\n  " + "\n  ".join(lines)) from None
+    return DeclaredPipeline(
+        name=model.name,
+        path=path,
+        line=_line_of(tree, ["attributes", "name"]),
+        landing=None if _templated(attrs.get("landing", {}).get("uri")) else model.landing.uri,
+    )
+
+
+def check_folder(folder: Path) -> list[DeclaredPipeline]:
+    if not folder.is_dir():
+        raise PipelineConfigError(f"{folder}: no such pipelines folder (RUNTIME_OPS_PIPELINES_DIR)")
+    declared = [p for f in sorted(folder.rglob("defs.yaml")) if (p := check_file(f)) is not None]
+    seen: dict[str, DeclaredPipeline] = {}
+    for p in declared:
+        if p.name in seen:
+            raise PipelineConfigError(
+                f"{p.path}:{p.line}: attributes.name: pipeline {p.name!r} is already declared in {seen[p.name].path}"
+            )
+        seen[p.name] = p
+    return declared
+
+
+def check_landings(declared: Sequence[DeclaredPipeline], settings: Settings) -> None:
+    """Two pipelines reading one landing would ingest each other's documents: refuse at load."""
+    owners: dict[str, DeclaredPipeline] = {}
+    for p in declared:
+        uri = landing_uri(p.landing, settings).rstrip("/")
+        other = owners.setdefault(uri, p)
+        if other is not p:
+            raise PipelineConfigError(
+                f"{p.path}:{p.line}: attributes.landing.uri: pipelines {other.name!r} ({other.path}) and {p.name!r} "
+                f"both land in {uri}; give each its own landing.uri"
+            )
+
+
+def _defs_module(folder: Path) -> types.ModuleType:
+    # Dagster's component tree walks a module; the pipelines folder holds YAML only (no __init__.py, so no
+    # Python module of ours is loaded as definitions), so give the tree a namespace-like module over it.
+    name = "runtime_ops.defs" if folder == BUILTIN_DEFS else f"runtime_ops_pipelines_{abs(hash(str(folder))):x}"
+    module = sys.modules.get(name)
+    if module is None or list(getattr(module, "__path__", [])) != [str(folder)]:
+        module = types.ModuleType(name)
+        module.__path__ = [str(folder)]
+        module.__file__ = None
+        sys.modules[name] = module
+    return module
+
+
+def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
+    from dagster.components.core.component_tree import ComponentTree
+
+    folder = folder.resolve()
+    declared = check_folder(folder)
+    check_landings(declared, settings)
+    if not declared:
+        raise PipelineConfigError(
+            f"{folder}: no defs.yaml declares a {COMPONENT_TYPE}; add <name>/defs.yaml (see runtime_ops/defs/demo)"
+        )
+    tree = ComponentTree.from_module(defs_module=_defs_module(folder), project_root=folder.parent)
+    with warnings.catch_warnings():
+        # The component machinery tags its own code references with beta classes: not ours to act on.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return tree.build_defs()
+
+
+def _raw_attributes(path: Path) -> dict[str, Any]:
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    return dict(doc["attributes"])
+
+
+def load_specs(settings: Settings | None = None) -> dict[str, PipelineSpec]:
+    """Every declared pipeline's resolved spec, by name, without building Dagster definitions (CLI, ops API)."""
+    from runtime_ops.pipeline.component import RetrievalPipeline
+    from runtime_ops.settings import get_settings
+
+    settings = settings or get_settings()
+    folder = (settings.pipelines_dir or BUILTIN_DEFS).resolve()
+    declared = check_folder(folder)
+    check_landings(declared, settings)
+    specs = {}
+    for p in declared:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            component = RetrievalPipeline.resolve_from_dict(_raw_attributes(p.path))
+        specs[p.name] = resolve_spec(component, settings, base_dir=p.path.parent, source=str(p.path))
+    return specs
+
+
+def get_spec(name: str | None = None, settings: Settings | None = None) -> PipelineSpec:
+    """One pipeline's spec; with no name, the only pipeline (or `demo`), else an error listing the names."""
+    specs = load_specs(settings)
+    if name is None:
+        if len(specs) == 1:
+            return next(iter(specs.values()))
+        if "demo" in specs:
+            return specs["demo"]
+        raise PipelineConfigError(f"several pipelines are declared ({', '.join(sorted(specs))}); name one")
+    if name not in specs:
+        raise PipelineConfigError(f"no pipeline named {name!r}; declared: {', '.join(sorted(specs)) or 'none'}")
+    return specs[name]

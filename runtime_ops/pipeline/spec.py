@@ -1,0 +1,124 @@
+"""One retrieval pipeline's resolved settings and the names it gives its Dagster objects (pure, no Dagster).
+
+A `PipelineSpec` is what a `defs/<name>/defs.yaml` resolves to once every field is filled in (from the file,
+else from the process-wide environment default, else the built-in default). The factories of each domain
+(documents, models, serving, approvals, alerts) build that pipeline's definitions from it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+# Names appear in asset keys, job/sensor names (Dagster allows [A-Za-z0-9_]), lock names and metric labels.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# Separates a pipeline's name from the object name in jobs, sensors, schedules and partitions definitions.
+SEPARATOR = "__"
+PIPELINE_TAG = "runtime_ops/pipeline"
+# One lifecycle run (train, promotion, index, rollback, re-embed) at a time per pipeline: dagster.yaml limits
+# this tag to 1 per unique value.
+LIFECYCLE_TAG = "runtime_ops/lifecycle"
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.match(name) or SEPARATOR in name:
+        raise ValueError(
+            f"pipeline name {name!r} must be 1-40 characters of lowercase letters, digits and single underscores, "
+            "starting with a letter (it prefixes asset keys, job and sensor names)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class LandingSpec:
+    uri: str
+    sqs_queue_url: str | None = None
+    batch_max_objects: int = 1000
+    scan_max_keys: int = 100_000
+    max_document_bytes: int = 10 * 1024 * 1024
+
+    @property
+    def is_s3(self) -> bool:
+        return self.uri.startswith("s3://")
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    kind: str = "lsa"
+    dim: int = 128
+    max_features: int = 50_000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    primary_metric: str = "ndcg@5"
+    auto_approve_margin: float = 0.02
+    max_regression: float = 0.05
+
+
+@dataclass(frozen=True)
+class ApprovalSpec:
+    approvers: tuple[str, ...] = ()
+    escalation_approvers: tuple[str, ...] = ()
+    required_approvals: int = 1
+    escalate_after: timedelta | None = timedelta(hours=4)
+    expire_after: timedelta | None = timedelta(hours=24)
+    slack_channel: str | None = None
+
+
+@dataclass(frozen=True)
+class AnswersSpec:
+    questions_file: Path | None = None
+    endpoint: str | None = None
+    model: str = "runtime-ops-rag"
+    # The *name* of the environment variable holding the endpoint's API key; the value is read at run time.
+    api_key_env: str | None = None
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    landing: LandingSpec
+    golden_set: Path
+    alert_rules: Path
+    description: str = ""
+    embedder: EmbedderSpec = field(default_factory=EmbedderSpec)
+    gate: GateSpec = field(default_factory=GateSpec)
+    approvals: ApprovalSpec = field(default_factory=ApprovalSpec)
+    answers: AnswersSpec = field(default_factory=AnswersSpec)
+    retrain_cron: str | None = "0 3 * * *"
+    regression_cron: str | None = "0 */6 * * *"
+    # Where the spec was declared (for error messages and the UI): the defs.yaml path, or "" when built in code.
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+
+    # Names ----------------------------------------------------------------------------------------------
+    def qualified(self, name: str) -> str:
+        """A job, sensor, schedule or partitions definition name: `<pipeline>__<name>`."""
+        return f"{self.name}{SEPARATOR}{name}"
+
+    def asset_path(self, name: str) -> list[str]:
+        """An asset key's path: `[<pipeline>, <name>]`."""
+        return [self.name, name]
+
+    def lock(self, name: str) -> str:
+        return f"{self.name}:{name}"
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {PIPELINE_TAG: self.name}
+
+    @property
+    def lifecycle_tags(self) -> dict[str, str]:
+        return {PIPELINE_TAG: self.name, LIFECYCLE_TAG: self.name}
+
+
+def split_qualified(name: str) -> tuple[str | None, str]:
+    """`demo__train_job` -> ("demo", "train_job"); a name without a pipeline -> (None, name)."""
+    head, sep, tail = name.partition(SEPARATOR)
+    return (head, tail) if sep and NAME_PATTERN.match(head) else (None, name)
