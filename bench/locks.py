@@ -171,7 +171,7 @@ def _sqlite(tmp: str) -> tuple[float, float, dict[str, Any]]:
     done = {"bare": 0, "ours": 0}
     secs = {"bare": 0.0, "ours": 0.0}
     for r in range(ROUNDS):
-        for name, fn in ((("bare", bare), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("bare", bare))):
+        for name, fn in (("bare", bare), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("bare", bare)):
             n, s = _timed(fn, SQLITE_ITERATIONS // ROUNDS, SQLITE_MAX_SECONDS / ROUNDS)
             done[name] += n
             secs[name] += s

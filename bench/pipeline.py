@@ -197,8 +197,8 @@ def run_dagster(work: Path, landing: Path, n: int, *, profile: str = "") -> Outc
     )
     defs = build_definitions(settings)
     repo = defs.get_repository_def()  # the loaded code location
-    sensor = repo.get_sensor_def("landing_sensor")
-    job = repo.get_job("ingest_job")
+    sensor = repo.get_sensor_def("demo__landing_sensor")
+    job = repo.get_job("demo__ingest_job")
     (work / "dagster").mkdir()
     instance = dg.DagsterInstance.local_temp(tempdir=str(work / "dagster"))
     profiler = cProfile.Profile() if profile else None

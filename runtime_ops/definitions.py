@@ -7,6 +7,8 @@ landing access, approval announcements, the run logger and the automation sensor
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from runtime_ops.automation import automation_sensor
@@ -19,8 +21,11 @@ from runtime_ops.settings import Settings, get_settings
 
 
 def _url(value: str | None, variable: str, default: str | None = None) -> str | dg.EnvVar | None:
-    # A set URL may carry a password: Dagster gets the variable's name, read when the resource is used.
-    return dg.EnvVar(variable) if value else default
+    # A URL may carry a password: when it comes from the environment, Dagster gets the variable's name (read
+    # when the resource is used), so the UI and the repository snapshot never hold the value.
+    if not value:
+        return default
+    return dg.EnvVar(variable) if os.environ.get(variable, "").strip() else value
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:

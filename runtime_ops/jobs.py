@@ -35,7 +35,7 @@ def build_jobs(
             spec.qualified("ingest_job"),
             selection=dg.AssetSelection.assets(assets["raw_documents"], assets["document_chunks"]),
             partitions_def=assets["raw_documents"].partitions_def,
-            tags={**spec.tags, **runtime},
+            tags={**spec.ingest_tags, **runtime},
             config=RUN_LOGGER_CONFIG,
             description="Parse and chunk one landing batch.",
         ),

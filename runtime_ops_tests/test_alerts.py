@@ -288,7 +288,7 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
         assert entry["receiver"] == "runtime-ops"
 
         [request] = flow.tick("alert_sensor")  # the matching rule: one remediation run
-        assert request.job_name == "reembed_job"
+        assert request.job_name == "demo__reembed_job"
         assert request.run_key == f"alert-{entry['fingerprint']}-" + datetime.fromisoformat(
             entry["starts_at"]
         ).astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -296,7 +296,7 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
         assert request.tags["runtime_ops/alert_fingerprint"] == entry["fingerprint"]
         result = flow.run("alert_sensor", request)
         assert result.success
-        [embeddings, index] = result.asset_materializations_for_node("reembed_embeddings")
+        [embeddings, index] = result.asset_materializations_for_node("demo__reembed_embeddings")
         assert embeddings.metadata["dropped"].value == embeddings.metadata["embedded_now"].value > 0
         assert index.metadata["model_version"].value == 1
         assert store.embedding_counts(1)["embedded"] == store.embedding_counts(1)["current_chunks"]
@@ -356,9 +356,9 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
     history_before = store.alias_history("production")
 
     [request] = flow.tick("alert_sensor")
-    assert request.job_name == "rollback_job"
-    assert request.run_config["ops"]["rollback_production"]["config"]["from_version"] == 2
-    assert request.run_config["ops"]["rollback_production"]["config"]["to_version"] == 1
+    assert request.job_name == "demo__rollback_job"
+    assert request.run_config["ops"]["demo__rollback_production"]["config"]["from_version"] == 2
+    assert request.run_config["ops"]["demo__rollback_production"]["config"]["to_version"] == 1
     assert request.tags["dagster/max_retries"] == "0"
 
     # During the remediation: a redelivery is a no-op, a new firing period of the same alert is suppressed.
@@ -378,8 +378,8 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
     assert [(h["old_target"], h["new_target"], h["actor"]) for h in moved] == [(2, 1, "rollback:preapproved")]
     fence_after = fence_of(store, "production")
     assert fence_after > fence_before
-    [materialization] = result.asset_materializations_for_node("rollback_production")
-    assert materialization.asset_key == dg.AssetKey("production_model")
+    [materialization] = result.asset_materializations_for_node("demo__rollback_production")
+    assert materialization.asset_key == dg.AssetKey(["demo", "production_model"])
     assert materialization.metadata["rollback"].value is True
     assert materialization.metadata["fence"].value == fence_after
 
@@ -430,7 +430,7 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
     assert flow.tick("approvals_sensor") == []  # the alert sensor launches rollbacks, not promotion_job
 
     [run_request] = flow.tick("alert_sensor")
-    assert run_request.job_name == "rollback_job"
+    assert run_request.job_name == "demo__rollback_job"
     assert run_request.tags["runtime_ops/rollback_approval_id"] == request["id"]
     result = flow.run("alert_sensor", run_request)
     assert result.success
@@ -467,7 +467,7 @@ def test_rollback_is_a_compare_and_set_on_production(
     store.remove_alias("production", actor="operator")  # production changed before the run started
     result = flow.run("alert_sensor", request)
     assert not result.success
-    failure = result.failure_data_for_node("rollback_production")
+    failure = result.failure_data_for_node("demo__rollback_production")
     assert "production is unset, not v2 as when the alert fired" in str(failure.error)
     assert store.alias("production") is None
     flow.tick("alert_sensor")
@@ -491,7 +491,7 @@ def test_rollback_is_a_compare_and_set_on_production(
     # A later alert plans from production as it is now (v1, set by hand) to the version before it (v2).
     inbox.post(webhook(alert("Q", "fedcba0987654321", "2026-11-29T12:05:00Z")))
     [second] = flow.tick("alert_sensor")
-    assert second.run_config["ops"]["rollback_production"]["config"]["to_version"] == 2
+    assert second.run_config["ops"]["demo__rollback_production"]["config"]["to_version"] == 2
 
 
 # ---------------------------------------------------------------------------------------------- the inbox API
@@ -622,7 +622,7 @@ def test_the_sensor_applies_the_rules(sqlite_flow) -> None:  # type: ignore[no-u
         )
     )
     [request] = flow.tick("alert_sensor")
-    assert request.job_name == "train_job" and request.run_key == "alert-d1-20261129T100000.000000Z"
+    assert request.job_name == "demo__train_job" and request.run_key == "alert-d1-20261129T100000.000000Z"
     assert request.tags["runtime_ops/alert_rule"] == "drift" and request.tags["dagster/max_retries"] == "0"
     got = {r["fingerprint"]: (r["action_status"], r["action_detail"]) for r in inbox.alerts()}
     assert got["d1"][0] == "requested"

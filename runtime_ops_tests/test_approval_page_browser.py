@@ -22,7 +22,8 @@ from playwright.sync_api import Error as PlaywrightError
 from sqlalchemy import select
 
 from runtime_ops.approvals.announce import Announcer
-from runtime_ops.definitions import build_resources
+from runtime_ops.models.checks import request_policy
+from runtime_ops.pipeline.loading import get_spec
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
@@ -94,7 +95,7 @@ class World:
         return announcer.link(request or self.request, approver, self.clock.now())
 
     def open_second(self, seed: str = "b") -> dict[str, Any]:
-        policy = build_resources(self.settings)["approvals"].request_policy()
+        policy = request_policy(get_spec(settings=self.settings))
         return open_pending(self.store, policy, now=self.clock.now(), seed=seed)
 
     def get(self, request_id: str | None = None) -> dict[str, Any]:
@@ -127,7 +128,7 @@ def world(env, postgres_url) -> Iterator[World]:  # type: ignore[no-untyped-def]
     assert settings.slack_bot_token is None and settings.slack_signing_secret is None  # no Slack at all
     store = open_store(settings.resolved_database_url)
     clock = FakeClock()
-    policy = build_resources(settings)["approvals"].request_policy()
+    policy = request_policy(get_spec(settings=settings))
     pending = open_pending(store, policy, now=clock.now())
     api = ApiServer(settings, clock)
     api.port, api.url = port, f"http://127.0.0.1:{port}"

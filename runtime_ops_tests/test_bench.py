@@ -110,5 +110,5 @@ def test_pipeline_sides_do_the_same_work(tmp_path: Path) -> None:
     ours = run_dagster(tmp_path / "o", landing, 30)
     assert base.statuses == ours.statuses == {"ok": 30}
     assert base.chunks == ours.chunks > 30
-    assert {"step:raw_documents", "step:document_chunks"} <= set(ours.phases)
+    assert {"step:demo__raw_documents", "step:demo__document_chunks"} <= set(ours.phases)
     assert ours.seconds > 0 and base.seconds > 0

@@ -530,9 +530,9 @@ def test_dagster_yaml_makes_a_working_instance_on_postgres_and_s3(docker_instanc
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
         queue = instance.get_concurrency_config().run_queue_config
         assert queue is not None and queue.max_concurrent_runs == 8
-        limits = {(lim["key"], lim.get("value")): lim["limit"] for lim in queue.tag_concurrency_limits}
-        for job in ("train_job", "promotion_job", "rollback_job"):
-            assert limits[("dagster/job_name", job)] == 1, job
+        limits = {lim["key"]: (lim.get("value"), lim["limit"]) for lim in queue.tag_concurrency_limits}
+        assert limits["runtime_ops/lifecycle"] == ({"applyLimitPerUniqueValue": True}, 1)
+        assert limits["runtime_ops/ingest"] == ({"applyLimitPerUniqueValue": True}, 4)
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         assert instance.run_retries_max_retries == 2
 
@@ -565,10 +565,12 @@ def _noop_job() -> Any:
 def test_tag_limits_name_real_jobs(instance_yaml: dict[str, Any]) -> None:
     from runtime_ops.definitions import defs
 
-    jobs = {job.name for job in defs.resolve_all_job_defs()}
+    jobs = {job.name: job.tags for job in defs.resolve_all_job_defs()}
     for limit in instance_yaml["concurrency"]["runs"]["tag_concurrency_limits"]:
-        if limit["key"] == "dagster/job_name":
-            assert limit["value"] in jobs, f"tag limit for unknown job {limit['value']!r}"
+        tagged = {name for name, tags in jobs.items() if limit["key"] in tags}
+        assert tagged, f"tag limit on {limit['key']!r}, which no job carries"
+    lifecycle = {name for name, tags in jobs.items() if tags.get("runtime_ops/lifecycle") == "demo"}
+    assert lifecycle >= {f"demo__{j}" for j in ("train_job", "promotion_job", "rollback_job", "reembed_job")}
 
 
 # --- Prometheus ----------------------------------------------------------------------------------------------

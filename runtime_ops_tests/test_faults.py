@@ -128,7 +128,7 @@ def production_with_backlog(env, postgres_url, topology, tmp_path):  # type: ign
 
 def launch_embedding_run(topo: Topology, store: Any, before: dict[str, int]) -> str:
     """index_job through the run queue; returns once its worker has committed a first batch."""
-    run_id = topo.launch("index_job", run_config=IN_PROCESS)
+    run_id = topo.launch("demo__index_job", run_config=IN_PROCESS)
     topo.wait_for_run(run_id, ("STARTED",), timeout=60)
     wait_for(lambda: store.embedding_counts(1)["embedded"] > before["embedded"], 60, "a first committed batch")
     return run_id
@@ -168,7 +168,7 @@ def test_sigkill_of_the_run_worker_during_document_embeddings(env, postgres_url,
 
     after = assert_fully_embedded_once(topo, store, before)
     # The retry embedded exactly the chunks the killed run had not committed: nothing twice, nothing lost.
-    [record] = topo.instance.fetch_materializations(dg.AssetKey("document_embeddings"), limit=1).records
+    [record] = topo.instance.fetch_materializations(dg.AssetKey(["demo", "document_embeddings"]), limit=1).records
     assert record.run_id == final.run_id
     assert record.asset_materialization.metadata["embedded_now"].value == after["current_chunks"] - at_kill
     report(capsys, f"SIGKILL run worker during document_embeddings (FAILED after {detected:.1f} s, retried)", recovered)
@@ -216,7 +216,7 @@ def test_postgres_restart_during_an_approval(env, postgres_server, postgres_url,
     store, pending, _ = pending_candidate(landing, topo.instance)
     rid = pending["id"]
     topo.wait_code_server()
-    topo.set_sensors(running={"approvals_sensor"})  # the approval becomes a promotion run through the daemon
+    topo.set_sensors(running={"demo__approvals_sensor"})  # the approval becomes a promotion run through the daemon
     topo.start_daemon()
 
     first = store.cast_vote(rid, actor="alice", approve=True, channel="cli")
@@ -293,7 +293,7 @@ def test_redis_down_during_promotion_fails_closed_then_promotes_once(
     assert seen["registry"] == before and seen["history"] == history_before and seen["saga"] is None
     assert result.success
     retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
-    assert retries and all(e.step_key == "production_model" for e in retries)
+    assert retries and all(e.step_key == "demo__production_model" for e in retries)
     assert "LockUnavailable" in str(retries[0].event_specific_data.error)
     assert store.alias("production") == 2
     assert [h["new_target"] for h in store.alias_history("production")] == [1, 2]
@@ -351,7 +351,7 @@ def test_two_landing_sensor_ticks_racing_record_each_object_once(
     assert sorted(d["key"] for d in docs) == sorted(written), "each object version is in exactly one batch"
     assert all(b["n_objects"] > 0 and b["status"] == "ingested" for b in store.batches())
     assert all(d["status"] == "ok" for d in docs)
-    ingest_runs = dagster_instance.get_runs(dg.RunsFilter(job_name="ingest_job"))
+    ingest_runs = dagster_instance.get_runs(dg.RunsFilter(job_name="demo__ingest_job"))
     assert sorted(r.tags["runtime_ops/batch_id"] for r in ingest_runs) == sorted(b["id"] for b in store.batches())
     assert first.tick("landing_sensor") == [] and second.tick("landing_sensor") == []
     assert failed_ticks == []  # the loser of a race on the batch sequence retries its transaction, it never fails

@@ -197,7 +197,7 @@ def test_1000_objects_with_30pct_duplicates_and_reordering_are_each_recorded_onc
     assert sorted(r.run_key for r in requests) == sorted(b["id"] for b in batches)
     assert all(int(r.tags["runtime_ops/objects"]) == b["n_objects"] for r, b in zip(requests, batches, strict=True))
     assert {d["key"] for d in store.documents_by_status("pending")} == set(expected)  # every documents row exists
-    assert sorted(dagster_instance.get_dynamic_partitions("landing_batches")) == sorted(b["id"] for b in batches)
+    assert sorted(dagster_instance.get_dynamic_partitions("demo__landing_batches")) == sorted(b["id"] for b in batches)
 
     assert flow.tick("landing_sensor") == []  # a final tick launches nothing ...
     assert len(store.batches()) == len(batches)  # ... and records nothing

@@ -79,7 +79,7 @@ def test_same_second_and_overwrite_each_ingested_once_per_version(env, postgres_
     batches = store.batches()
     assert [b["n_objects"] for b in batches] == [2, 1]
     assert {b["status"] for b in batches} == {"ingested"}
-    parts = dagster_instance.get_dynamic_partitions("landing_batches")
+    parts = dagster_instance.get_dynamic_partitions("demo__landing_batches")
     assert sorted(parts) == sorted(b["id"] for b in batches)  # one partition per batch, not per file
 
 
@@ -131,7 +131,7 @@ def test_bad_files_are_quarantined_and_the_rest_ingested(env, postgres_url, dags
     assert quarantined["bad/latin1.txt"][0] == "not_utf8" and "UTF-8" in quarantined["bad/latin1.txt"][1]
     assert all(reason for _, reason in quarantined.values())
     assert {d["key"] for d in store.documents_by_status("ok")} == {"good/readme.md", "good/report.pdf"}
-    meta = result.asset_materializations_for_node("raw_documents")[0].metadata
+    meta = result.asset_materializations_for_node("demo__raw_documents")[0].metadata
     assert meta["quarantined"].value == 3 and "bad/latin1.txt" in meta["quarantine"].value
     # The corpus carries on: the good documents are chunked and searchable.
     assert {k for _, k, _ in store.current_chunks()} == {"good/readme.md", "good/report.pdf"}

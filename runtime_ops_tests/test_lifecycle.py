@@ -60,7 +60,7 @@ def test_approval_through_cli_promotes_and_reindexes(
     [report] = [
         m.materialization
         for m in (e.event_specific_data for e in train2.get_asset_materialization_events())
-        if m.materialization.asset_key == dg.AssetKey("evaluation_report")
+        if m.materialization.asset_key == dg.AssetKey(["demo", "evaluation_report"])
     ]
     history = report.metadata["history"].value.splitlines()
     assert history[0] == "| version | recall@5 | ndcg@10 | mrr | verdict |"
@@ -103,7 +103,7 @@ def test_approval_through_cli_promotes_and_reindexes(
 
     # The runless check result marks the decision in the UI; a later tick launches nothing more.
     latest = dagster_instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [dg.AssetCheckKey(dg.AssetKey("evaluation_report"), "human_approval")]
+        [dg.AssetCheckKey(dg.AssetKey(["demo", "evaluation_report"]), "human_approval")]
     )
     assert latest
     assert flow.tick("approvals_sensor") == []

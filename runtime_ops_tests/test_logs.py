@@ -169,7 +169,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
         assert finished and all(d["duration_ms"] >= 0 and d["step"] for d in finished), name
         ours = [d for d in docs if d.get("status") in ("started", "succeeded") and "event" not in d]
         assert ours and all(d.get("asset") and d.get("trace_id") and d.get("span_id") for d in ours), name
-    assert any(d.get("batch_id") and d.get("asset") == "raw_documents" for d in by_run[ingest2.run_id])
+    assert any(d.get("batch_id") and d.get("asset") == "demo/raw_documents" for d in by_run[ingest2.run_id])
     # The gate's failed check is a status too (Dagster's ASSET_CHECK_EVALUATION event).
     assert any(d.get("status") == "check_failed" for d in by_run[train2.run_id])
     assert all(d.get("approval_id") == pending["id"] for d in by_run[promotion.run_id])

@@ -244,7 +244,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert _family_names(s) <= set(METRICS)
     assert set(METRIC_NAMES) <= _family_names(s)
     expected = _assert_dagster_matches(s, dagster_instance)
-    assert expected["fail"][("__ASSET_JOB", "production_model")] == 1
+    assert expected["fail"][("__ASSET_JOB", "demo__production_model")] == 1
     assert sum(expected["runs"].values()) == len(dagster_instance.get_run_records()) >= 6
     assert _get(s, "runtime_ops_dagster_instance_up") == 1.0
 

@@ -88,8 +88,8 @@ def test_the_promotion_run_uses_the_saga_and_downstream_reuses_its_index(approve
     [request] = flow.tick("approvals_sensor")
     result = flow.run("approvals_sensor", request)
     assert result.success
-    meta = result.asset_materializations_for_node("production_model")[0].metadata
+    meta = result.asset_materializations_for_node("demo__production_model")[0].metadata
     assert meta["saga"].value == f"promote-{pending['id']}" and meta["fence"].value > 0
-    index_meta = result.asset_materializations_for_node("retrieval_index")[0].metadata
+    index_meta = result.asset_materializations_for_node("demo__retrieval_index")[0].metadata
     assert index_meta["reused"].value is True and index_meta["model_version"].value == 2
     assert store.load_saga(f"promote-{pending['id']}")["status"] == "done"

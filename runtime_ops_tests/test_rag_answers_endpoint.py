@@ -38,11 +38,13 @@ def test_answers_come_from_the_endpoint_and_fall_back_when_it_fails(env, postgre
         server.default = status(503)
         result = flow.materialize(
             ["rag_answers"],
-            run_config={"ops": {"rag_answers": {"config": {"questions": ["How do I parse JSON?"], "timeout_s": 2.0}}}},
+            run_config={
+                "ops": {"demo__rag_answers": {"config": {"questions": ["How do I parse JSON?"], "timeout_s": 2.0}}}
+            },
         )
         assert result.success
         [latest] = store.latest_answers(limit=1)
         assert latest["answerer"] == "extractive" and latest["answer"]
-        meta = result.asset_materializations_for_node("rag_answers")[0].metadata
+        meta = result.asset_materializations_for_node("demo__rag_answers")[0].metadata
         assert meta["endpoint_fallbacks"].value == 1
         assert "sk-test-secret" not in str(meta)

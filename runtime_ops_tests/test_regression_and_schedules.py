@@ -21,7 +21,7 @@ def test_promotion_triggers_regression_evaluation(env, postgres_url, dagster_ins
     assert train.success
     requested, run = flow.automate()
     assert requested == {"production_evaluation"} and run is not None and run.success
-    meta = run.asset_materializations_for_node("production_evaluation")[0].metadata
+    meta = run.asset_materializations_for_node("demo__production_evaluation")[0].metadata
     assert meta["model_version"].value == 1 and meta["drift/ndcg@5"].value == 0.0  # same corpus as at promotion
     [check] = run.get_asset_check_evaluations()
     assert check.check_name == "no_regression" and check.passed
@@ -36,6 +36,6 @@ def test_schedules_target_the_jobs(env, tmp_path) -> None:
     r = build_definitions(load_settings()).get_repository_def()
     schedules = {s.name: (s.job_name, s.cron_schedule, s.default_status) for s in r.schedule_defs}
     assert schedules == {
-        "retrain_schedule": ("train_job", "0 3 * * *", dg.DefaultScheduleStatus.RUNNING),
-        "regression_schedule": ("regression_job", "0 */6 * * *", dg.DefaultScheduleStatus.RUNNING),
+        "demo__retrain_schedule": ("demo__train_job", "0 3 * * *", dg.DefaultScheduleStatus.RUNNING),
+        "demo__regression_schedule": ("demo__regression_job", "0 */6 * * *", dg.DefaultScheduleStatus.RUNNING),
     }

@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from runtime_ops.definitions import build_resources
+from runtime_ops.models.checks import request_policy
+from runtime_ops.pipeline.loading import get_spec
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.approvals_support import ApiServer, FakeClock, open_pending
@@ -35,7 +37,9 @@ class World:
     clicks: int = 0
 
     def tick(self) -> dict[str, list[str]]:
-        announcer = build_resources(self.settings)["approvals"].announcer(self.store)
+        announcer = build_resources(self.settings)["approvals"].announcer(
+            self.store, get_spec(settings=self.settings).approvals.slack_channel
+        )
         return announcer.tick(self.clock.now())
 
     def body(
@@ -93,7 +97,7 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
         settings = load_settings()
         store = open_store(settings.resolved_database_url)
         clock = FakeClock()
-        policy = build_resources(settings)["approvals"].request_policy()
+        policy = request_policy(get_spec(settings=settings))
         pending = open_pending(store, policy, now=clock.now(), requested_by=opts.get("requested_by", "runtime_ops"))
         api = ApiServer(settings, clock)
         api.port, api.url = port, f"http://127.0.0.1:{port}"

@@ -107,7 +107,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         assert train.success and store.alias("production") == 1
 
         topo.wait_code_server()
-        topo.set_sensors(running={"landing_sensor", "corpus_sensor", "approvals_sensor"})
+        topo.set_sensors(running={"demo__landing_sensor", "demo__corpus_sensor", "demo__approvals_sensor"})
         topo.start_daemon()
         topo.start_webserver()
         topo.start_ops_api(port=api_port)
@@ -180,9 +180,9 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
             assert by_labels(samples, "runtime_ops_step_failure_total", "job", "step") == steps_failed
             raise
         # What the run list says in numbers: an ingest and a train run each side, a failed gate, one promotion.
-        assert runs_by_job[("promotion_job", "success")] == 1
-        assert runs_by_job[("train_job", "failure")] == 1  # the blocking human_approval check stopped it
-        assert sum(n for (job, _), n in runs_by_job.items() if job == "ingest_job") == 2
+        assert runs_by_job[("demo__promotion_job", "success")] == 1
+        assert runs_by_job[("demo__train_job", "failure")] == 1  # the blocking human_approval check stopped it
+        assert sum(n for (job, _), n in runs_by_job.items() if job == "demo__ingest_job") == 2
         decided = {dict(labels).get("outcome"): v for (name, labels), v in samples.items()
                    if name == "runtime_ops_approval_decision_latency_seconds_count"}  # fmt: skip
         assert decided == {"approved": 2}, decided  # v1 by policy (first model), v2 by the Slack click

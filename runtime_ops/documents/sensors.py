@@ -163,9 +163,9 @@ def landing_tick(
     if events_queue is not None:
         if not isinstance(source, S3LandingSource):
             raise ValueError(
-                f"pipeline {spec.name}: landing.sqs_queue_url (RUNTIME_OPS_SQS_QUEUE_URL) is set (event mode) but "
-                f"landing.uri={spec.landing.uri!r} is not an s3:// landing: S3 event notifications need an S3 "
-                "bucket; unset one of the two"
+                f"pipeline {spec.name}: RUNTIME_OPS_SQS_QUEUE_URL is set (landing.sqs_queue_url: event mode) but "
+                f"RUNTIME_OPS_LANDING (landing.uri) = {spec.landing.uri!r} is not an s3:// landing: S3 event "
+                "notifications need an S3 bucket; unset one of the two"
             )
         tick = drain_events(events_queue, store, source, max_objects=spec.landing.batch_max_objects, log=context.log)
         if tick.batch is not None:

@@ -38,6 +38,7 @@ FIELD_ORDER = (
     "logger",
     "message",
     "run_id",
+    "pipeline",
     "job",
     "asset",
     "step",

@@ -24,6 +24,9 @@ from runtime_ops.observability import logs, tracing
 APPROVAL_TAG = "runtime_ops/approval_id"
 APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 LANDING_PARTITIONS = "landing_batches"
+PIPELINE_TAG = (
+    "runtime_ops/pipeline"  # = runtime_ops.pipeline.spec.PIPELINE_TAG (no import: observability is a base layer)
+)
 
 
 # Dagster events written whatever the threshold: a step's and a run's life, materializations, check results.
@@ -147,10 +150,12 @@ def _step_facts(context: Any) -> dict[str, Any]:
     partitions_def = assets_def.partitions_def if assets_def is not None else None
     if partitions_def is not None and step_ctx.has_partition_key:
         facts["partition"] = step_ctx.partition_key
-        if getattr(partitions_def, "name", None) == LANDING_PARTITIONS:
+        if str(getattr(partitions_def, "name", "")).endswith(LANDING_PARTITIONS):  # `<pipeline>__landing_batches`
             facts["batch_id"] = step_ctx.partition_key
     if facts["tags"].get(APPROVAL_TAG):
         facts["approval_id"] = facts["tags"][APPROVAL_TAG]
+    if facts["tags"].get(PIPELINE_TAG):
+        facts["pipeline"] = facts["tags"][PIPELINE_TAG]
     return facts
 
 
@@ -173,6 +178,7 @@ def observe_step(context: Any = None, **fields: Any) -> Iterator[Any]:
         "dagster.asset_key": facts.get("asset"),
         "dagster.asset_check": facts.get("check"),
         "dagster.partition_key": facts.get("partition"),
+        "runtime_ops.pipeline": bound.get("pipeline"),
         "runtime_ops.batch_id": bound.get("batch_id"),
         "approval.id": bound.get("approval_id"),
         **{f"runtime_ops.{k}": v for k, v in fields.items() if isinstance(v, str | int | float | bool)},

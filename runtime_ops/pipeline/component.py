@@ -20,9 +20,11 @@ class RetrievalPipeline(dg.Component, dg.Resolvable, PipelineAttributes):
     """An approval-gated retrieval pipeline: landing -> documents -> model -> gate -> promotion -> serving."""
 
     def spec(self, base_dir: Path, source: str = "") -> PipelineSpec:
+        from runtime_ops.pipeline.loading import LOADING_SETTINGS
         from runtime_ops.settings import get_settings
 
-        return resolve_spec(self, get_settings(), base_dir=base_dir, source=source)
+        settings = LOADING_SETTINGS.get() or get_settings()
+        return resolve_spec(self, settings, base_dir=base_dir, source=source)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         from runtime_ops.pipeline.build import build_pipeline_defs

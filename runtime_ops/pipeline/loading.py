@@ -11,6 +11,7 @@ import sys
 import types
 import warnings
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from runtime_ops.pipeline.resolve import landing_uri, resolve_spec
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.settings import Settings
 
+# The settings the pipelines being loaded resolve their defaults from (build_definitions may be given its own).
+LOADING_SETTINGS: ContextVar[Settings | None] = ContextVar("runtime_ops_loading_settings", default=None)
 COMPONENT_TYPE = "runtime_ops.pipeline.component.RetrievalPipeline"
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "defs"
 
@@ -151,11 +154,21 @@ def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
             f"{folder}: no defs.yaml declares a {COMPONENT_TYPE}; add <name>/defs.yaml (see runtime_ops/defs/demo)"
         )
     tree = ComponentTree.from_module(defs_module=_defs_module(folder), project_root=folder.parent)
+    token = LOADING_SETTINGS.set(settings)
+    try:
+        return _build(tree, declared)
+    finally:
+        LOADING_SETTINGS.reset(token)
+
+
+def _build(tree: Any, declared: Sequence[DeclaredPipeline]) -> dg.Definitions:
     with warnings.catch_warnings():
         # The component machinery tags its own code references with beta classes: not ours to act on.
         warnings.simplefilter("ignore", dg.BetaWarning)
         warnings.simplefilter("ignore", dg.PreviewWarning)
-        return tree.build_defs()
+        # Each declared folder on its own: the tree's root would also import every installed integration's
+        # component types (seconds of boto3 etc.) to describe them in repository metadata we do not use.
+        return dg.Definitions.merge(*(tree.build_defs(p.path.parent) for p in declared))
 
 
 def _raw_attributes(path: Path) -> dict[str, Any]:

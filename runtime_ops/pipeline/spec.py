@@ -20,6 +20,8 @@ PIPELINE_TAG = "runtime_ops/pipeline"
 # One lifecycle run (train, promotion, index, rollback, re-embed) at a time per pipeline: dagster.yaml limits
 # this tag to 1 per unique value.
 LIFECYCLE_TAG = "runtime_ops/lifecycle"
+# Ingestion runs of a pipeline (docker/dagster.yaml lets 4 per pipeline run at once).
+INGEST_TAG = "runtime_ops/ingest"
 
 
 def check_name(name: str) -> str:
@@ -112,6 +114,10 @@ class PipelineSpec:
     @property
     def tags(self) -> dict[str, str]:
         return {PIPELINE_TAG: self.name}
+
+    @property
+    def ingest_tags(self) -> dict[str, str]:
+        return {PIPELINE_TAG: self.name, INGEST_TAG: self.name}
 
     @property
     def lifecycle_tags(self) -> dict[str, str]:
