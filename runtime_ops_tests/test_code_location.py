@@ -92,3 +92,37 @@ def test_grpc_code_server_serves_the_location(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _dg_json(args: list[str], tmp_path: Path) -> dict:
+    import json
+
+    proc = subprocess.run(
+        [str(BIN / "dg"), *args, "--json"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> None:
+    components = {c["key"] for c in _dg_json(["list", "components"], tmp_path)["items"]}
+    assert "runtime_ops.pipeline.component.RetrievalPipeline" in components
+    defs = _dg_json(["list", "defs"], tmp_path)
+    assets = {a["asset_key"]: a for a in defs["assets"]}
+    names = "raw_documents document_chunks embedding_model evaluation_report production_model"
+    names += " document_embeddings retrieval_index rag_answers production_evaluation"
+    assert set(assets) == {f"demo/{n}" for n in names.split()}
+    # Every one of them comes from the demo pipeline's declaration.
+    assert {a["source"].split(":")[0] for a in assets.values()} == {"runtime_ops/defs/demo/defs.yaml"}
+    assert {c["key"] for c in defs["asset_checks"]} == {
+        "demo/evaluation_report:human_approval",
+        "demo/evaluation_report:meets_policy",
+        "demo/production_evaluation:no_regression",
+    }
+    jobs = "ingest_job train_job promotion_job index_job regression_job rollback_job reembed_job"
+    assert {j["name"] for j in defs["jobs"]} >= {f"demo__{j}" for j in jobs.split()}
+    assert {s["name"] for s in defs["sensors"]} == {
+        "automation_sensor",
+        *(f"demo__{s}" for s in ("landing_sensor", "corpus_sensor", "approvals_sensor", "alert_sensor")),
+    }
+    assert {s["name"] for s in defs["schedules"]} == {"demo__retrain_schedule", "demo__regression_schedule"}
