@@ -12,9 +12,9 @@ import os
 import dagster as dg
 
 from runtime_ops.automation import automation_sensor
+from runtime_ops.components.loading import BUILTIN_DEFS, load_pipelines
 from runtime_ops.observability.logs import configure_logging
 from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
-from runtime_ops.pipeline.loading import BUILTIN_DEFS, load_pipelines
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import ApprovalsResource, LocksResource, StateStoreResource
 from runtime_ops.settings import Settings, get_settings

@@ -106,7 +106,7 @@ def _dg_json(args: list[str], tmp_path: Path) -> dict:
 
 def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> None:
     components = {c["key"] for c in _dg_json(["list", "components"], tmp_path)["items"]}
-    assert "runtime_ops.pipeline.component.RetrievalPipeline" in components
+    assert "runtime_ops.components.RetrievalPipeline" in components
     defs = _dg_json(["list", "defs"], tmp_path)
     assets = {a["asset_key"]: a for a in defs["assets"]}
     names = "raw_documents document_chunks embedding_model evaluation_report production_model"

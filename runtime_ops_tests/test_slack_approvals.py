@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_resources
 from runtime_ops.models.checks import request_policy
-from runtime_ops.pipeline.loading import get_spec
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.approvals_support import ApiServer, FakeClock, open_pending

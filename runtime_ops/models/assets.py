@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from runtime_ops.models.registry import corpus, load_embedder
+from runtime_ops.embedders.registry import corpus, load_embedder
 from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
 from runtime_ops.store import StateStore
 
@@ -27,7 +27,7 @@ class TrainConfig(dg.Config):
 def train_candidate(
     context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
-    from runtime_ops.models.embedder import EmbedderParams, digest, train_embedder
+    from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
 
     revision = store.corpus_revision()
     _, keys, texts = corpus(store)

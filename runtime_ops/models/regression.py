@@ -5,9 +5,9 @@ from typing import Any
 
 import dagster as dg
 
+from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.jobs import AssetJob
 from runtime_ops.models.assets import golden_inputs
-from runtime_ops.models.registry import load_embedder
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,6 +18,10 @@ from runtime_ops.pipeline.spec import (
 from runtime_ops.settings import Settings, parse_duration
 
 T = TypeVar("T")
+
+# The settings the pipelines being loaded resolve their defaults from (build_definitions may be given its own
+# Settings; the component reads them here while Dagster's component tree builds it).
+LOADING_SETTINGS: ContextVar[Settings | None] = ContextVar("runtime_ops_loading_settings", default=None)
 
 
 def _first(value: T | None, default: T) -> T:

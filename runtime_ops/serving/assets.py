@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from runtime_ops.automation import follow_upstream
-from runtime_ops.models.registry import load_embedder
+from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec
 from runtime_ops.resources.state import StateStoreResource

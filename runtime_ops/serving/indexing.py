@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
-from runtime_ops.models.registry import load_embedder
 from runtime_ops.store import StateStore
 
 EMBED_BATCH = 256
@@ -51,7 +51,7 @@ class BuiltIndex:
 
 def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltIndex:
     """The index of every current chunk for `version` (recorded, not yet swapped in); reuses an identical one."""
-    from runtime_ops.models.embedder import digest
+    from runtime_ops.embedders.lsa import digest
     from runtime_ops.serving.index import RetrievalIndex
 
     revision = store.corpus_revision()

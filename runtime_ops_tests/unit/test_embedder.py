@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from runtime_ops.models.embedder import Embedder, EmbedderParams, digest, train_embedder
+from runtime_ops.embedders.lsa import Embedder, EmbedderParams, digest, train_embedder
 from runtime_ops.models.evaluation import GoldenQuestion, evaluate_embedder, rank_documents
 
 CORPUS: dict[str, str] = {

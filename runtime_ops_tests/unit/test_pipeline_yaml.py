@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime_ops.pipeline.loading import PipelineConfigError, check_folder, check_landings, load_specs
+from runtime_ops.components.loading import PipelineConfigError, check_folder, check_landings, load_specs
 from runtime_ops.settings import load_settings
 
-HEADER = "type: runtime_ops.pipeline.component.RetrievalPipeline\nattributes:\n  name: alpha\n"
+HEADER = "type: runtime_ops.components.RetrievalPipeline\nattributes:\n  name: alpha\n"
 
 
 def declare(root: Path, name: str, body: str) -> Path:

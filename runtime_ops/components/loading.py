@@ -11,7 +11,6 @@ import sys
 import types
 import warnings
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,11 @@ import dagster as dg
 from pydantic import ValidationError
 
 from runtime_ops.pipeline.attributes import PipelineAttributes
-from runtime_ops.pipeline.resolve import landing_uri, resolve_spec
+from runtime_ops.pipeline.resolve import LOADING_SETTINGS, landing_uri, resolve_spec
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.settings import Settings
 
-# The settings the pipelines being loaded resolve their defaults from (build_definitions may be given its own).
-LOADING_SETTINGS: ContextVar[Settings | None] = ContextVar("runtime_ops_loading_settings", default=None)
-COMPONENT_TYPE = "runtime_ops.pipeline.component.RetrievalPipeline"
+COMPONENT_TYPE = "runtime_ops.components.RetrievalPipeline"
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "defs"
 
 
@@ -180,7 +177,7 @@ def _raw_attributes(path: Path) -> dict[str, Any]:
 
 def load_specs(settings: Settings | None = None) -> dict[str, PipelineSpec]:
     """Every declared pipeline's resolved spec, by name, without building Dagster definitions (CLI, ops API)."""
-    from runtime_ops.pipeline.component import RetrievalPipeline
+    from runtime_ops.components.retrieval_pipeline import RetrievalPipeline
     from runtime_ops.settings import get_settings
 
     settings = settings or get_settings()

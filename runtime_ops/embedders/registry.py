@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 from runtime_ops.store import StateStore
 
 if TYPE_CHECKING:
-    from runtime_ops.models.embedder import Embedder
+    from runtime_ops.embedders.lsa import Embedder
 
 
 @functools.lru_cache(maxsize=8)
 def _embedder_from_bytes(digest: str, data: bytes) -> Embedder:
-    from runtime_ops.models.embedder import Embedder
+    from runtime_ops.embedders.lsa import Embedder
 
     return Embedder.from_bytes(data)
 
