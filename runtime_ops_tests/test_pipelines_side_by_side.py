@@ -1,0 +1,156 @@
+"""Two pipelines declared in YAML run side by side on one PostgreSQL state store and one Dagster instance:
+each with its own landing, golden set, approvers and policy; each decision moves only its own `production`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from runtime_ops.approvals import links
+from runtime_ops.cli import main as cli
+from runtime_ops.definitions import build_definitions
+from runtime_ops.demo import CORPUS_DIR
+from runtime_ops.settings import get_settings, load_settings
+from runtime_ops.store import open_store
+from runtime_ops_tests.approvals_support import ApiServer
+from runtime_ops_tests.flow import Flow
+
+# alpha serves the data and text docs, beta the files and net docs: disjoint corpora and golden sets.
+CORPORA = {"alpha": ("data", "text"), "beta": ("files", "net")}
+
+
+def _golden_subset(folders: tuple[str, ...], dest: Path) -> int:
+    rows = [json.loads(line) for line in (CORPUS_DIR.parent / "golden.jsonl").read_text().splitlines() if line]
+    keep = [r for r in rows if all(k.split("/")[1] in folders for k in r["relevant"])]
+    dest.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    return len(keep)
+
+
+def _declare(root: Path, landing_root: Path) -> None:
+    policies = {
+        # alpha: one of two approvers decides; beta: both of its two approvers must agree.
+        "alpha": "approvers: [UA1, UA2]\n    required_approvals: 1",
+        "beta": "approvers: [UB1, UB2]\n    required_approvals: 2",
+    }
+    for name, folders in CORPORA.items():
+        folder = root / name
+        folder.mkdir(parents=True)
+        assert _golden_subset(folders, folder / "golden.jsonl") >= 4
+        (folder / "defs.yaml").write_text(
+            textwrap.dedent(
+                f"""\
+                type: runtime_ops.components.RetrievalPipeline
+                attributes:
+                  name: {name}
+                  landing:
+                    uri: {landing_root / name}
+                  evaluation:
+                    golden_set: golden.jsonl
+                  gate:
+                    auto_approve_margin: 1.0
+                    max_regression: {0.5 if name == "alpha" else 0.9}
+                  approvals:
+                    {policies[name]}
+                    slack_channel: C_{name.upper()}
+                """
+            )
+        )
+
+
+def _land(name: str, part: int, landing_root: Path) -> None:
+    """Land half of each of the pipeline's folders (part 0 or 1) under corpus-relative keys."""
+    for folder in CORPORA[name]:
+        files = sorted((CORPUS_DIR / "stdlib" / folder).iterdir())[part::2]
+        for src in files:
+            dest = landing_root / name / "stdlib" / folder / src.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+
+
+def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster_instance, tmp_path, capsys) -> None:
+    pipelines, landing_root = tmp_path / "pipelines", tmp_path / "landing"
+    _declare(pipelines, landing_root)
+    env(database_url=postgres_url, RUNTIME_OPS_PIPELINES_DIR=str(pipelines))
+    defs = build_definitions(load_settings())
+    flows = {name: Flow(dagster_instance, defs=defs, pipeline=name) for name in CORPORA}
+    stores = {name: open_store(get_settings().resolved_database_url, pipeline=name) for name in CORPORA}
+
+    # First model of each pipeline: nothing to beat, auto-approved, serving.
+    for name, flow in flows.items():
+        _land(name, 0, landing_root)
+        assert all(r.success for r in flow.tick_and_run("landing_sensor"))
+        [train] = flow.tick_and_run("corpus_sensor")
+        assert train.success, name
+    v1 = {name: s.alias("production") for name, s in stores.items()}
+    assert v1["alpha"] != v1["beta"] and all(v1.values())
+    assert stores["alpha"].get_model(v1["beta"]) is None  # one pipeline cannot see the other's models
+
+    # Second candidates wait for their own approvers.
+    for name, flow in flows.items():
+        _land(name, 1, landing_root)
+        assert all(r.success for r in flow.tick_and_run("landing_sensor"))
+        [train] = flow.tick_and_run("corpus_sensor")
+        assert not train.success  # the blocking human_approval check stopped it
+    pending = {name: s.list_requests(status="pending") for name, s in stores.items()}
+    assert [len(p) for p in pending.values()] == [1, 1]
+    alpha_req, beta_req = pending["alpha"][0], pending["beta"][0]
+    assert alpha_req["approvers"] == ["UA1", "UA2"] and beta_req["required_approvals"] == 2
+    # Each report was scored on its own golden set.
+    assert stores["alpha"].latest_eval_report()["candidate_metrics"] != stores["beta"].latest_eval_report()[
+        "candidate_metrics"
+    ]
+
+    # A beta approver cannot decide alpha's request (CLI), nor can a signed link issued to them.
+    assert cli(["approvals", "approve", alpha_req["id"], "--as", "UB1"]) == 1
+    assert "not an approver" in capsys.readouterr().out
+    secret = get_settings().resolved_link_secret()
+    forged = links.issue(
+        secret,
+        request_id=alpha_req["id"],
+        approver="UB1",
+        digest=alpha_req["candidate_digest"],
+        expires_at=datetime.now(UTC) + timedelta(hours=1),
+    )
+    with ApiServer(get_settings()) as api:
+        page = httpx.post(f"{api.url}/approvals/{forged}", data={"action": "approve"}, timeout=10)
+        assert page.status_code == 403, page.text
+        metrics = httpx.get(f"{api.url}/metrics", timeout=10).text
+    assert 'pipeline="alpha"' in metrics and 'pipeline="beta"' in metrics
+    assert stores["alpha"].get_request(alpha_req["id"])["status"] == "pending"
+
+    # alpha's approver approves: only alpha's approvals sensor launches a promotion, only alpha's alias moves.
+    assert cli(["approvals", "approve", alpha_req["id"], "--as", "UA1"]) == 0
+    assert flows["beta"].tick("approvals_sensor") == []
+    [promotion] = flows["alpha"].tick("approvals_sensor")
+    assert promotion.run_key == alpha_req["id"] and promotion.job_name == "alpha__promotion_job"
+    assert promotion.tags["runtime_ops/lifecycle"] == "alpha"
+    assert flows["alpha"].run("approvals_sensor", promotion).success
+    assert stores["alpha"].alias("production") == alpha_req["candidate_version"]
+    assert stores["beta"].alias("production") == v1["beta"]
+
+    # beta's production_model refuses alpha's approval: it is not a request of beta.
+    refused = flows["beta"].materialize(
+        ["production_model"],
+        run_config={"ops": {"beta__production_model": {"config": {"approval_id": alpha_req["id"]}}}},
+    )
+    assert not refused.success and stores["beta"].alias("production") == v1["beta"]
+
+    # beta needs both of its approvers; then its own promotion moves only beta.
+    assert cli(["approvals", "approve", beta_req["id"], "--as", "UB1"]) == 0
+    assert flows["beta"].tick("approvals_sensor") == []  # one of two
+    assert cli(["approvals", "approve", beta_req["id"], "--as", "UB2"]) == 0
+    [promotion] = flows["beta"].tick("approvals_sensor")
+    assert flows["beta"].run("approvals_sensor", promotion).success
+    assert stores["beta"].alias("production") == beta_req["candidate_version"]
+    assert stores["alpha"].alias("production") == alpha_req["candidate_version"]
+    for name, store in stores.items():
+        history = store.alias_history("production")
+        assert [h["new_target"] for h in history] == [v1[name], pending[name][0]["candidate_version"]]
+        # Run keys and locks did not collide: each batch and lock is the pipeline's own.
+        assert all(b["pipeline"] == name for b in store.batches())
