@@ -143,13 +143,17 @@ def test_step_and_run_figures_follow_the_event_log_incrementally(
 
         for n in (1, 3):
             while len(instance.get_run_records()) < n:
-                assert not metrics_probe.execute_in_process(instance=instance, raise_on_error=False).success
+                # The first run carries no pipeline tag; the others belong to pipeline alpha.
+                tags = {"runtime_ops/pipeline": "alpha"} if instance.get_run_records() else None
+                assert not metrics_probe.execute_in_process(instance=instance, raise_on_error=False, tags=tags).success
             s = _scrape(collector)
-            assert _get(s, "runtime_ops_step_success_total", job="metrics_probe", step="fine") == n
-            assert _get(s, "runtime_ops_step_failure_total", job="metrics_probe", step="broken") == n
-            assert _get(s, "runtime_ops_runs_total", job="metrics_probe", status="failure") == n
-            assert _get(s, "runtime_ops_queue_latency_seconds_count", job="metrics_probe") == n
-            assert _get(s, "runtime_ops_run_duration_seconds_count", job="metrics_probe", status="failure") == n
+            for pipeline, runs in (("none", 1), ("alpha", n - 1)):
+                job = {"pipeline": pipeline, "job": "metrics_probe"}
+                assert _get(s, "runtime_ops_step_success_total", **job, step="fine") == runs
+                assert _get(s, "runtime_ops_step_failure_total", **job, step="broken") == runs
+                assert _get(s, "runtime_ops_runs_total", **job, status="failure") == runs
+                assert _get(s, "runtime_ops_queue_latency_seconds_count", **job) == runs
+                assert _get(s, "runtime_ops_run_duration_seconds_count", **job, status="failure") == runs
         # Scraping again counts nothing twice; a new collector (another API process) starts from the history.
         assert _scrape(collector) == s
         fresh = _scrape(RuntimeOpsCollector(open_store(f"sqlite:///{tmp_path}/state.db"), lambda: instance))
@@ -177,17 +181,18 @@ def _expected_from_dagster(instance: dg.DagsterInstance) -> dict[str, Counter[tu
     terminal = {"SUCCESS": "success", "FAILURE": "failure", "CANCELED": "canceled"}
     for rec in instance.get_run_records():
         run = rec.dagster_run
+        p = run.tags.get("runtime_ops/pipeline", "none")
         for r in instance.get_records_for_run(run.run_id, of_type=STEP_TYPES).records:
             event = r.event_log_entry.dagster_event
             key = "ok" if event.event_type == dg.DagsterEventType.STEP_SUCCESS else "fail"
-            out[key][(run.job_name, r.event_log_entry.step_key)] += 1
+            out[key][(p, run.job_name, r.event_log_entry.step_key)] += 1
         if rec.start_time is not None:
-            out["queued"][(run.job_name,)] += 1
+            out["queued"][(p, run.job_name)] += 1
         if run.status.value in terminal:
             status = terminal[run.status.value]
-            out["runs"][(run.job_name, status)] += 1
+            out["runs"][(p, run.job_name, status)] += 1
             if rec.start_time is not None and rec.end_time is not None:
-                out["duration"][(run.job_name, status)] += 1
+                out["duration"][(p, run.job_name, status)] += 1
     return out
 
 
@@ -197,11 +202,11 @@ def _assert_dagster_matches(samples: Samples, instance: dg.DagsterInstance) -> d
     def keyed(name: str, labels: tuple[str, ...]) -> Counter[tuple[str, ...]]:
         return Counter({tuple(dict(k)[n] for n in labels): int(v) for k, v in _series(samples, name).items() if v})
 
-    assert keyed("runtime_ops_step_success_total", ("job", "step")) == expected["ok"]
-    assert keyed("runtime_ops_step_failure_total", ("job", "step")) == expected["fail"]
-    assert keyed("runtime_ops_runs_total", ("job", "status")) == expected["runs"]
-    assert keyed("runtime_ops_queue_latency_seconds_count", ("job",)) == expected["queued"]
-    assert keyed("runtime_ops_run_duration_seconds_count", ("job", "status")) == expected["duration"]
+    assert keyed("runtime_ops_step_success_total", ("pipeline", "job", "step")) == expected["ok"]
+    assert keyed("runtime_ops_step_failure_total", ("pipeline", "job", "step")) == expected["fail"]
+    assert keyed("runtime_ops_runs_total", ("pipeline", "job", "status")) == expected["runs"]
+    assert keyed("runtime_ops_queue_latency_seconds_count", ("pipeline", "job")) == expected["queued"]
+    assert keyed("runtime_ops_run_duration_seconds_count", ("pipeline", "job", "status")) == expected["duration"]
     return expected
 
 
@@ -244,7 +249,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert _family_names(s) <= set(METRICS)
     assert set(METRIC_NAMES) <= _family_names(s)
     expected = _assert_dagster_matches(s, dagster_instance)
-    assert expected["fail"][("__ASSET_JOB", "demo__production_model")] == 1
+    assert expected["fail"][("none", "__ASSET_JOB", "demo__production_model")] == 1
     assert sum(expected["runs"].values()) == len(dagster_instance.get_run_records()) >= 6
     assert _get(s, "runtime_ops_dagster_instance_up") == 1.0
 
@@ -252,19 +257,26 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     decided = Counter(r["status"] for r in requests if r["decided_at"] is not None)
     assert decided == {"approved": 2}  # the policy decision and alice's
     for outcome, n in decided.items():
-        assert _get(s, "runtime_ops_approval_decision_latency_seconds_count", outcome=outcome) == n
-    assert _get(s, "runtime_ops_approval_decision_latency_seconds_bucket", outcome="approved", le="+Inf") == 2
-    assert _get(s, "runtime_ops_approvals_pending") == 0
-    assert _get(s, "runtime_ops_approval_oldest_pending_age_seconds") == 0
-    assert _get(s, "runtime_ops_approval_escalations_total") == 1
-    assert _get(s, "runtime_ops_approval_expiries_total") == 0
+        assert _get(s, "runtime_ops_approval_decision_latency_seconds_count", pipeline="demo", outcome=outcome) == n
+    assert (
+        _get(s, "runtime_ops_approval_decision_latency_seconds_bucket", pipeline="demo", outcome="approved", le="+Inf")
+        == 2
+    )
+    assert _get(s, "runtime_ops_approvals_pending", pipeline="demo") == 0
+    assert _get(s, "runtime_ops_approval_oldest_pending_age_seconds", pipeline="demo") == 0
+    assert _get(s, "runtime_ops_approval_escalations_total", pipeline="demo") == 1
+    assert _get(s, "runtime_ops_approval_expiries_total", pipeline="demo") == 0
 
     quarantined = Counter(d["quarantine_code"] for d in store.documents_by_status("quarantined"))
     assert quarantined == {"empty": 1, "binary": 1}
     assert {dict(k)["code"]: v for k, v in _series(s, "runtime_ops_documents_quarantined_total").items()} == quarantined
     recorded = [d for b in store.batches() for d in store.batch_documents(b["id"]) if d["last_modified"]]
-    assert _get(s, "runtime_ops_landing_lag_seconds_count") == len(recorded) == len(first) + len(second) + 2
-    assert _get(s, "runtime_ops_landing_oldest_pending_age_seconds") == 0  # every batch ingested
+    assert (
+        _get(s, "runtime_ops_landing_lag_seconds_count", pipeline="demo")
+        == len(recorded)
+        == len(first) + len(second) + 2
+    )
+    assert _get(s, "runtime_ops_landing_oldest_pending_age_seconds", pipeline="demo") == 0  # every batch ingested
     # The promotions took their lock (no REDIS_URL here: the state-store locker) and said how long they waited.
     assert sum(_series(s, "runtime_ops_lock_wait_seconds_count").values()) >= 2
 
@@ -272,21 +284,26 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     land_files(third, landing)
     landed = flow.tick("landing_sensor")  # recorded, not yet ingested: the landing age is positive
     s = _scrape_http(client)
-    assert _get(s, "runtime_ops_landing_oldest_pending_age_seconds") > 0
+    assert _get(s, "runtime_ops_landing_oldest_pending_age_seconds", pipeline="demo") > 0
     for r in landed:
         assert flow.run("landing_sensor", r).success
     [train3] = flow.tick_and_run("corpus_sensor")
     assert not train3.success
     s = _scrape_http(client)
     _assert_dagster_matches(s, dagster_instance)
-    assert _get(s, "runtime_ops_approvals_pending") == 1
-    assert _get(s, "runtime_ops_approval_oldest_pending_age_seconds") > 0
+    assert _get(s, "runtime_ops_approvals_pending", pipeline="demo") == 1
+    assert _get(s, "runtime_ops_approval_oldest_pending_age_seconds", pipeline="demo") > 0
     assert len(store.expire_due(datetime.now(UTC) + timedelta(hours=25))) == 1
     s = _scrape_http(client)
-    assert _get(s, "runtime_ops_approval_expiries_total") == 1
-    assert _get(s, "runtime_ops_approval_decision_latency_seconds_count", outcome="expired") == 1
-    assert _get(s, "runtime_ops_approval_decision_latency_seconds_bucket", outcome="expired", le="86400.0") == 0
-    assert _get(s, "runtime_ops_approvals_pending") == 0
+    assert _get(s, "runtime_ops_approval_expiries_total", pipeline="demo") == 1
+    assert _get(s, "runtime_ops_approval_decision_latency_seconds_count", pipeline="demo", outcome="expired") == 1
+    assert (
+        _get(
+            s, "runtime_ops_approval_decision_latency_seconds_bucket", pipeline="demo", outcome="expired", le="86400.0"
+        )
+        == 0
+    )
+    assert _get(s, "runtime_ops_approvals_pending", pipeline="demo") == 0
 
     # Another API process (a replica, or a restart) says the same from the history alone.
     other = _scrape_http(TestClient(create_app(get_settings(), dagster_instance=dagster_instance)))
@@ -355,7 +372,7 @@ def test_a_failing_source_is_counted_and_the_rest_still_served(env, postgres_url
     s = parse_metrics(response.text)
     assert _get(s, "runtime_ops_metrics_scrape_errors_total", section="store") == 1
     assert _get(s, "runtime_ops_metrics_scrape_errors_total", section="dagster") == 1
-    assert _get(s, "runtime_ops_approvals_pending") == 0  # the SQL aggregates were still served
+    assert _get(s, "runtime_ops_approvals_pending", pipeline="demo") == 0  # the SQL aggregates were still served
     assert "metrics scrape: store failed" in caplog.text
 
     # An observation that cannot be written does not fail the work it measured.

@@ -29,6 +29,7 @@ from sqlalchemy import BigInteger, bindparam, literal_column, or_, select, updat
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from runtime_ops.locks.base import Held, Lease, LockerBase, LockUnavailable
+from runtime_ops.store.engine import upsert
 from runtime_ops.store.schema import locks
 
 if TYPE_CHECKING:
@@ -52,13 +53,9 @@ class _Statements:
     """The four statements, built once per dialect with bind parameters (compiled once by SQLAlchemy)."""
 
     def __init__(self, dialect: str) -> None:
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
         now = _now_ms(dialect)
         ttl = bindparam("ttl", type_=BigInteger)
-        ins = insert(locks).values(
+        ins = upsert(locks, dialect).values(
             name=bindparam("lock_name"), token=bindparam("lock_token"), expires_at_ms=now + ttl, fence=now * 1000
         )
         self.acquire = ins.on_conflict_do_update(

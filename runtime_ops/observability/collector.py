@@ -6,7 +6,8 @@ Three sources, so the numbers are the same whichever process ran the work and wh
 - SQL aggregates over the state store: approvals (pending, oldest age, decision latency, escalations, expiries),
   quarantined documents, the oldest landing batch not yet ingested;
 - Dagster's run and event storage, read incrementally (`DagsterTracker`): step successes and failures, finished
-  runs, queue latency and run duration. The first scrape reads the whole history; later ones only what changed.
+  runs, queue latency and run duration, labelled with the run's `runtime_ops/pipeline` tag ("none" without).
+  The first scrape reads the whole history; later ones only what changed.
 
 Each source is guarded on its own: when one fails, the others are still served, the failure is logged and counted
 in `runtime_ops_metrics_scrape_errors_total{section}`, and the scrape never turns into an HTTP 500.
@@ -46,6 +47,10 @@ _ACTIVE = {"STARTING", "STARTED", "CANCELING"}
 # commit after a later one of another run (and run workers' clocks differ a little).
 RUN_MARGIN = timedelta(seconds=120)
 EVENT_PAGE = 1000
+# The run tag naming the pipeline a run belongs to (the `pipeline` label); runs without it are "none".
+PIPELINE_TAG = "runtime_ops/pipeline"
+NO_PIPELINE = "none"
+_PIPELINES_KEPT = 10_000  # run id -> pipeline entries remembered for step events
 
 
 def _family(name: str) -> Metric:
@@ -82,9 +87,11 @@ class DagsterTracker:
         from dagster import DagsterEventType
 
         self.instance = instance
-        self.step_success: Counter[tuple[str, str]] = Counter()
-        self.step_failure: Counter[tuple[str, str]] = Counter()
-        self.runs: Counter[tuple[str, str]] = Counter()
+        # Keys start with the pipeline: (pipeline, job, step) / (pipeline, job, status) / (pipeline, job).
+        self.step_success: Counter[tuple[str, str, str]] = Counter()
+        self.step_failure: Counter[tuple[str, str, str]] = Counter()
+        self.runs: Counter[tuple[str, str, str]] = Counter()
+        self._pipelines: dict[str, str] = {}  # run id -> pipeline (insertion order: oldest first)
         self.queue: dict[tuple[str, ...], HistogramAccumulator] = {}
         self.duration: dict[tuple[str, ...], HistogramAccumulator] = {}
         self._watermark: datetime | None = None  # newest run update_timestamp seen
@@ -128,6 +135,7 @@ class DagsterTracker:
         for rec in records:
             run = rec.dagster_run
             run_id, job, status = run.run_id, run.job_name, run.status.value
+            pipeline = self._remember_pipeline(run_id, run.tags)
             updated = rec.update_timestamp.timestamp()
             if newest is None or rec.update_timestamp > newest:
                 newest = rec.update_timestamp
@@ -135,7 +143,10 @@ class DagsterTracker:
             # A run seen again after its entry was forgotten is recognised by a start/end before the horizon.
             if rec.start_time is not None and run_id not in self._started and (first or rec.start_time >= h):
                 self._observe(
-                    self.queue, METRICS["runtime_ops_queue_latency_seconds"].buckets, (job,), rec.start_time - created
+                    self.queue,
+                    METRICS["runtime_ops_queue_latency_seconds"].buckets,
+                    (pipeline, job),
+                    rec.start_time - created,
                 )
                 self._started[run_id] = updated
             if status in _TERMINAL:
@@ -147,12 +158,12 @@ class DagsterTracker:
                 if not new:
                     continue
                 label = _TERMINAL[status]
-                self.runs[(job, label)] += 1
+                self.runs[(pipeline, job, label)] += 1
                 if rec.start_time is not None and rec.end_time is not None:
                     self._observe(
                         self.duration,
                         METRICS["runtime_ops_run_duration_seconds"].buckets,
-                        (job, label),
+                        (pipeline, job, label),
                         rec.end_time - rec.start_time,
                     )
                 self._finished[run_id] = updated
@@ -166,6 +177,24 @@ class DagsterTracker:
             cut = (newest - RUN_MARGIN).timestamp()
             self._finished = {k: v for k, v in self._finished.items() if v >= cut}
             self._started = {k: v for k, v in self._started.items() if v >= cut}
+
+    def _remember_pipeline(self, run_id: str, tags: Any) -> str:
+        pipeline = str((tags or {}).get(PIPELINE_TAG) or NO_PIPELINE)
+        self._pipelines.pop(run_id, None)
+        self._pipelines[run_id] = pipeline
+        while len(self._pipelines) > _PIPELINES_KEPT:
+            self._pipelines.pop(next(iter(self._pipelines)))
+        return pipeline
+
+    def _pipeline_of(self, run_id: str | None) -> str:
+        """The pipeline tag of a run (read from the instance once for a run no scan has shown)."""
+        if not run_id:
+            return NO_PIPELINE
+        pipeline = self._pipelines.get(run_id)
+        if pipeline is None:
+            run = self.instance.get_run_by_id(run_id)
+            pipeline = self._remember_pipeline(run_id, run.tags if run is not None else None)
+        return pipeline
 
     @staticmethod
     def _observe(
@@ -186,8 +215,9 @@ class DagsterTracker:
             entry = record.event_log_entry
             if entry.dagster_event is not None:
                 counts[(entry.dagster_event.event_type, entry.step_key or "")] += 1
+        pipeline = self._pipeline_of(run_id)
         for (event_type, step), n in counts.items():
-            self._types[event_type][(job, step)] += n
+            self._types[event_type][(pipeline, job, step)] += n
         self._run_cursors[run_id] = (job, conn.cursor)
 
     def _scan_step_events(self, now: float) -> None:
@@ -204,7 +234,8 @@ class DagsterTracker:
                 for record in records:
                     if cursor.take(record.storage_id, now):
                         entry = record.event_log_entry
-                        counter[(entry.job_name or "", entry.step_key or "")] += 1
+                        key = (self._pipeline_of(entry.run_id), entry.job_name or "", entry.step_key or "")
+                        counter[key] += 1
                 if len(records) < EVENT_PAGE:
                     break
                 after = records[-1].storage_id
@@ -300,7 +331,7 @@ class RuntimeOpsCollector(Collector):
     # ------------------------------------------------------------------ sources
     def _series(self) -> list[Metric]:
         families: dict[str, Metric] = {d.name: _family(d.name) for d in METRICS.values() if d.source == "store"}
-        for row in self.store.metric_rows():
+        for row in self.store.metrics.metric_rows():
             d = METRICS.get(row["name"])
             if d is None or d.source != "store":
                 continue  # a series an older or newer version wrote: not ours to describe
@@ -314,27 +345,29 @@ class RuntimeOpsCollector(Collector):
 
     def _aggregates(self) -> list[Metric]:
         bounds = METRICS["runtime_ops_approval_decision_latency_seconds"].buckets
-        agg = self.store.metric_aggregates(self.clock(), bounds)
+        # Every pipeline sharing the store, whichever pipeline the API's own store is scoped to.
+        by_pipeline = sorted(self.store.scoped(None).metrics.metric_aggregates(self.clock(), bounds).items())
+        gauges = {
+            "runtime_ops_approvals_pending": lambda a: a.approvals_pending,
+            "runtime_ops_approval_oldest_pending_age_seconds": lambda a: a.approval_oldest_pending_age_s,
+            "runtime_ops_approval_escalations_total": lambda a: a.approval_escalations,
+            "runtime_ops_approval_expiries_total": lambda a: a.approval_expiries,
+            "runtime_ops_landing_oldest_pending_age_seconds": lambda a: a.landing_oldest_pending_age_s,
+        }
         out: list[Metric] = []
-
-        def single(name: str, value: float) -> None:
+        for name, value in gauges.items():
             family = _family(name)
-            family.add_metric([], value)
+            for pipeline, agg in by_pipeline:
+                family.add_metric([pipeline], value(agg))
             out.append(family)
-
-        single("runtime_ops_approvals_pending", agg.approvals_pending)
-        single("runtime_ops_approval_oldest_pending_age_seconds", agg.approval_oldest_pending_age_s)
-        single("runtime_ops_approval_escalations_total", agg.approval_escalations)
-        single("runtime_ops_approval_expiries_total", agg.approval_expiries)
-        single("runtime_ops_landing_oldest_pending_age_seconds", agg.landing_oldest_pending_age_s)
         latency = _family("runtime_ops_approval_decision_latency_seconds")
-        for outcome, h in sorted(agg.decision_latency.items()):
-            _add_histogram(latency, [outcome], h.count, h.sum, h.buckets)
-        out.append(latency)
         quarantined = _family("runtime_ops_documents_quarantined_total")
-        for code, n in sorted(agg.quarantined.items()):
-            quarantined.add_metric([code], n)
-        out.append(quarantined)
+        for pipeline, agg in by_pipeline:
+            for outcome, h in sorted((agg.decision_latency or {}).items()):
+                _add_histogram(latency, [pipeline, outcome], h.count, h.sum, h.buckets)
+            for code, n in sorted((agg.quarantined or {}).items()):
+                quarantined.add_metric([pipeline, code], n)
+        out.extend((latency, quarantined))
         return out
 
     def _dagster(self) -> list[Metric]:

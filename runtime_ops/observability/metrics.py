@@ -20,15 +20,28 @@ Pure module: no Dagster, no SQLAlchemy; the store is only passed in.
 from __future__ import annotations
 
 import bisect
-import contextlib
-import json
 import logging
 import math
-import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from runtime_ops.store import series
+from runtime_ops.store.series import (  # the store's series primitives, used (and offered) here
+    LANDING_LAG,
+    LANDING_LAG_BOUNDS,
+    MAX_LABELS_CHARS,  # noqa: F401 (offered here)
+    WRITE_ERRORS,
+    SeriesDelta,
+    bucket_counts,  # noqa: F401 (offered here)
+    canonical_labels,
+    decode_labels,  # noqa: F401 (offered here)
+    le_label,
+    merge_buckets,  # noqa: F401 (offered here)
+    note_write_error,
+    write_errors,  # noqa: F401 (offered here)
+)
 
 if TYPE_CHECKING:
     from runtime_ops.store import StateStore
@@ -46,7 +59,6 @@ _LATENCY_BOUNDS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.
 _DURATION_BOUNDS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 # Approvals wait for people: minutes to days (policy decisions land in the first bucket).
 _DECISION_BOUNDS = (1.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 172800.0)
-_LAG_BOUNDS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 21600.0, 86400.0)
 # Lock waits: most acquisitions are uncontended (a few ms); the bounded waits end at 10 s by default.
 _LOCK_BOUNDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -65,28 +77,28 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef(
         "runtime_ops_step_success_total",
         "counter",
-        ("job", "step"),
+        ("pipeline", "job", "step"),
         "Dagster steps that succeeded (STEP_SUCCESS events), by job and step.",
         "dagster",
     ),
     MetricDef(
         "runtime_ops_step_failure_total",
         "counter",
-        ("job", "step"),
+        ("pipeline", "job", "step"),
         "Dagster steps that failed (STEP_FAILURE events; retried attempts are not failures), by job and step.",
         "dagster",
     ),
     MetricDef(
         "runtime_ops_runs_total",
         "counter",
-        ("job", "status"),
+        ("pipeline", "job", "status"),
         "Dagster runs that finished, by job and status (success, failure, canceled).",
         "dagster",
     ),
     MetricDef(
         "runtime_ops_queue_latency_seconds",
         "histogram",
-        ("job",),
+        ("pipeline", "job"),
         "Seconds from a run's creation to its start (queued and launching).",
         "dagster",
         _LATENCY_BOUNDS,
@@ -94,7 +106,7 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef(
         "runtime_ops_run_duration_seconds",
         "histogram",
-        ("job", "status"),
+        ("pipeline", "job", "status"),
         "Seconds from a run's start to its end, for finished runs.",
         "dagster",
         _DURATION_BOUNDS,
@@ -102,52 +114,54 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef(
         "runtime_ops_approval_decision_latency_seconds",
         "histogram",
-        ("outcome",),
+        ("pipeline", "outcome"),
         "Seconds from an approval request's creation to its decision, by outcome.",
         "sql",
         _DECISION_BOUNDS,
     ),
-    MetricDef("runtime_ops_approvals_pending", "gauge", (), "Approval requests waiting for a decision.", "sql"),
+    MetricDef(
+        "runtime_ops_approvals_pending", "gauge", ("pipeline",), "Approval requests waiting for a decision.", "sql"
+    ),
     MetricDef(
         "runtime_ops_approval_oldest_pending_age_seconds",
         "gauge",
-        (),
+        ("pipeline",),
         "Age of the oldest pending approval request in seconds (0 when none is pending).",
         "sql",
     ),
     MetricDef(
         "runtime_ops_approval_escalations_total",
         "counter",
-        (),
+        ("pipeline",),
         "Approval requests that were escalated.",
         "sql",
     ),
     MetricDef(
         "runtime_ops_approval_expiries_total",
         "counter",
-        (),
+        ("pipeline",),
         "Approval requests that expired undecided.",
         "sql",
     ),
     MetricDef(
         "runtime_ops_documents_quarantined_total",
         "counter",
-        ("code",),
+        ("pipeline", "code"),
         "Documents quarantined at ingestion, by quarantine code.",
         "sql",
     ),
     MetricDef(
-        "runtime_ops_landing_lag_seconds",
+        LANDING_LAG,
         "histogram",
-        (),
+        ("pipeline",),
         "Seconds from a landed object's last_modified to its being recorded in the landing ledger.",
         "store",
-        _LAG_BOUNDS,
+        LANDING_LAG_BOUNDS,
     ),
     MetricDef(
         "runtime_ops_landing_oldest_pending_age_seconds",
         "gauge",
-        (),
+        ("pipeline",),
         "Age of the oldest landing batch recorded but not yet ingested, in seconds (0 when none).",
         "sql",
     ),
@@ -167,7 +181,7 @@ METRIC_NAMES: tuple[str, ...] = tuple(d.name for d in _DEFS)
 # Health of the metrics themselves (not part of the dashboard contract).
 _HEALTH_DEFS: tuple[MetricDef, ...] = (
     MetricDef(
-        "runtime_ops_metrics_write_errors_total",
+        WRITE_ERRORS,
         "counter",
         ("metric",),
         "Durable observations that could not be written (the observed work carried on).",
@@ -191,55 +205,8 @@ _HEALTH_DEFS: tuple[MetricDef, ...] = (
 
 METRICS: dict[str, MetricDef] = {d.name: d for d in (*_DEFS, *_HEALTH_DEFS)}
 
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-# metric_series.labels is a VARCHAR(512).
-MAX_LABELS_CHARS = 512
-
 
 # ---------------------------------------------------------------------------------------------------------- pure
-def le_label(bound: float) -> str:
-    """A bucket bound as Prometheus writes it in `le` (`0.5`, `1.0`, `+Inf`), prometheus_client's own format."""
-    from prometheus_client.utils import floatToGoString
-
-    return str(floatToGoString(bound))
-
-
-def bucket_counts(bounds: Sequence[float], values: Iterable[float]) -> dict[str, int]:
-    """Cumulative counts of `values` per upper bound (`le`), `+Inf` included: Prometheus histogram buckets.
-
-    A value equal to a bound counts in that bound's bucket (`le` is "less than or equal"). NaN is refused: it
-    would make the sum NaN forever.
-    """
-    ordered = sorted(float(b) for b in bounds)
-    if any(math.isnan(b) for b in ordered) or len(set(ordered)) != len(ordered):
-        raise ValueError(f"bucket bounds must be distinct numbers, got {list(bounds)}")
-    if not ordered or ordered[-1] != math.inf:
-        ordered.append(math.inf)
-    per_bucket = [0] * len(ordered)
-    for v in values:
-        v = float(v)
-        if math.isnan(v):
-            raise ValueError("NaN is not an observation")
-        for i, b in enumerate(ordered):
-            if v <= b:
-                per_bucket[i] += 1
-                break
-    out: dict[str, int] = {}
-    running = 0
-    for b, n in zip(ordered, per_bucket, strict=True):
-        running += n
-        out[le_label(b)] = running
-    return out
-
-
-def merge_buckets(a: Mapping[str, int] | None, b: Mapping[str, int] | None) -> dict[str, int]:
-    """Add two cumulative bucket maps (bound by bound). Cumulative counts of disjoint observation sets add up."""
-    out = dict(a or {})
-    for le, n in (b or {}).items():
-        out[le] = out.get(le, 0) + int(n)
-    return out
-
-
 def sorted_buckets(buckets: Mapping[str, int]) -> list[tuple[str, int]]:
     """Buckets in `le` order, `+Inf` last, as HistogramMetricFamily wants them."""
     return sorted(((le, int(n)) for le, n in buckets.items()), key=lambda kv: float(kv[0]))
@@ -303,58 +270,14 @@ class WindowedCursor:
         return len(self._seen)
 
 
-def canonical_labels(labels: Mapping[str, object] | None, expected: Sequence[str] | None = None) -> str:
-    """The label set as canonical JSON (sorted names, string values, no spaces): one series, one key.
-
-    With `expected`, the names must be exactly those (a typo must not open a new series). Raises ValueError for
-    invalid names or a label set longer than the column holds.
-    """
-    items = {str(k): "" if v is None else str(v) for k, v in (labels or {}).items()}
-    for name in items:
-        if not _LABEL_NAME.match(name) or name.startswith("__"):
-            raise ValueError(f"invalid Prometheus label name {name!r}")
-    if expected is not None and set(items) != set(expected):
-        raise ValueError(f"labels {sorted(items)} do not match the metric's labels {sorted(expected)}")
-    text = json.dumps(dict(sorted(items.items())), separators=(",", ":"), ensure_ascii=False)
-    if len(text) > MAX_LABELS_CHARS:
-        raise ValueError(f"label set longer than {MAX_LABELS_CHARS} characters: {text[:80]}...")
-    return text
-
-
-def decode_labels(text: str) -> dict[str, str]:
-    return {str(k): str(v) for k, v in json.loads(text).items()}
-
-
-@dataclass(frozen=True)
-class SeriesDelta:
-    """What one observation site adds to one durable series: counts, sum and (histograms) cumulative buckets."""
-
-    name: str
-    labels: str  # canonical JSON
-    kind: Literal["counter", "histogram"]
-    count: int
-    sum: float
-    buckets: dict[str, int] | None = None
-
-
 def histogram_delta(name: str, values: Sequence[float], labels: Mapping[str, object] | None = None) -> SeriesDelta:
     d = _definition(name, "histogram")
-    return SeriesDelta(
-        name=name,
-        labels=canonical_labels(labels, d.labels),
-        kind="histogram",
-        count=len(values),
-        sum=float(math.fsum(float(v) for v in values)),
-        buckets=bucket_counts(d.buckets, values),
-    )
+    return series.histogram(name, canonical_labels(labels, d.labels), d.buckets, values)
 
 
 def counter_delta(name: str, labels: Mapping[str, object] | None = None, by: float = 1) -> SeriesDelta:
     d = _definition(name, "counter")
-    if by < 0 or math.isnan(by):
-        raise ValueError(f"a counter only goes up; got {by}")
-    # A counter's value is `sum`; `count` counts the increments.
-    return SeriesDelta(name=name, labels=canonical_labels(labels, d.labels), kind="counter", count=1, sum=float(by))
+    return series.counter(name, canonical_labels(labels, d.labels), by)
 
 
 def _definition(name: str, kind: str) -> MetricDef:
@@ -384,39 +307,20 @@ def parse_metrics(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], flo
 
 
 # ------------------------------------------------------------------------------------------- durable writes
-_errors_lock = threading.Lock()
-_write_errors: dict[str, int] = {}
-
-
-def write_errors() -> dict[str, int]:
-    """Observations this process failed to write, by metric (also counted durably when the store allows)."""
-    with _errors_lock:
-        return dict(_write_errors)
-
-
+# Failed writes are counted by the store's metrics repository (`write_errors()` reads this process' counts).
 def _failed(store: StateStore | None, name: str, exc: BaseException) -> None:
-    with _errors_lock:
-        _write_errors[name] = _write_errors.get(name, 0) + 1
-    log.warning("metric %s not recorded (%s: %s); the observed work goes on", name, type(exc).__name__, exc)
-    if store is None or name == "runtime_ops_metrics_write_errors_total":
+    if store is not None:
+        store.metrics.failed(name, exc)
         return
-    # Best effort: the store may still take a counter (the failure was a bad label, say); when it is down this
-    # fails fast too and is dropped.
-    with contextlib.suppress(Exception):
-        store.add_metric_deltas([counter_delta("runtime_ops_metrics_write_errors_total", {"metric": name})])
+    note_write_error(name)
+    log.warning("metric %s not recorded (%s: %s); the observed work goes on", name, type(exc).__name__, exc)
 
 
 def record(store: StateStore | None, deltas: Sequence[SeriesDelta]) -> bool:
     """Add `deltas` to the store in one transaction. Never raises; False when nothing was written."""
     if store is None or not deltas:
         return False
-    try:
-        store.add_metric_deltas(deltas)
-    except Exception as exc:  # an observation must never fail the work it observes
-        for name in sorted({d.name for d in deltas}):
-            _failed(store, name, exc)
-        return False
-    return True
+    return bool(store.metrics.record(deltas))
 
 
 def observe(store: StateStore | None, name: str, value: float, labels: Mapping[str, object] | None = None) -> bool:

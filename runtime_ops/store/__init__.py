@@ -1,5 +1,22 @@
-"""The state store: the document ledger, model registry, approvals and artifacts, in SQL."""
+"""The state store: small repositories by concern (ledger, registry, requests, ...) over one engine, scoped
+to one pipeline. See `runtime_ops.store.store`."""
 
+from runtime_ops.store.effects import Claim
+from runtime_ops.store.ledger import NewObject
+from runtime_ops.store.registry import AliasConflict, ForeignTarget, remove_alias_compensation
+from runtime_ops.store.scope import DEFAULT_PIPELINE, UnscopedWrite
 from runtime_ops.store.store import StateStore, open_store
+from runtime_ops.store.votes import VoteResult
 
-__all__ = ["StateStore", "open_store"]
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "AliasConflict",
+    "Claim",
+    "ForeignTarget",
+    "NewObject",
+    "StateStore",
+    "UnscopedWrite",
+    "VoteResult",
+    "open_store",
+    "remove_alias_compensation",
+]

@@ -1,26 +1,28 @@
 """The alert inbox (Alertmanager webhooks) and what the alert sensor did about each alert.
 
-An alert firing period is one row, keyed by (fingerprint, startsAt): a redelivery or a repeat notification is a
-no-op, `resolved` closes the row, and a later `firing` for the same key (Alertmanager re-opens an alert it had
-resolved on a timeout) marks it firing again. A whole webhook payload is recorded in one transaction.
+The inbox is process-wide (one Alertmanager webhook); each row carries the pipeline its alert targets (the
+alert's `pipeline` label, else the recording store's pipeline, else the default one), and each pipeline's alert
+sensor reads and acts on its own rows. An alert firing period is one row, keyed by (fingerprint, startsAt): a
+redelivery or a repeat notification is a no-op, `resolved` closes the row, and a later `firing` for the same key
+(Alertmanager re-opens an alert it had resolved on a timeout) marks it firing again. A whole webhook payload is
+recorded in one transaction.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import secrets
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import Engine, and_, func, select, update
 
 from runtime_ops.faults import failpoint
 from runtime_ops.store import schema as t
-from runtime_ops.store.sql import insert_ignore, utcnow
+from runtime_ops.store.engine import upsert, utcnow
+from runtime_ops.store.requests import Requests, new_request_id
+from runtime_ops.store.scope import DEFAULT_PIPELINE, Repository, row_dict
 
 # A remediation in one of these states is still under way: the same fingerprint launches nothing more.
 ACTIVE_ACTION_STATUSES = ("requested", "launched", "awaiting_approval")
@@ -36,11 +38,10 @@ def rollback_digest(alert_key: str, from_version: int, to_version: int) -> str:
     return hashlib.sha256(f"rollback|{alert_key}|v{from_version}->v{to_version}".encode()).hexdigest()
 
 
-class AlertsMixin:
-    @contextlib.contextmanager
-    def tx(self) -> Iterator[Connection]:  # provided by StateStore
-        raise NotImplementedError
-        yield  # pragma: no cover
+class Alerts(Repository):
+    def __init__(self, engine: Engine, pipeline: str | None, requests: Requests) -> None:
+        super().__init__(engine, pipeline)
+        self._requests = requests
 
     # ------------------------------------------------------------------ the inbox (webhook side)
     def record_alerts(
@@ -60,14 +61,15 @@ class AlertsMixin:
         a = t.alerts
         counts: Counter[str] = Counter({"new": 0, "resolved": 0, "refired": 0, "duplicate": 0})
         with self.tx() as conn:
-            stmt = insert_ignore(a, conn)
+            stmt = upsert(a, conn).on_conflict_do_nothing()
             for i, alert in enumerate(alerts):
                 if i:
                     failpoint("alerts.record")  # between two rows of one payload: a test proves atomicity
                 resolved = alert["status"] == "resolved"
+                pipeline = alert.get("pipeline") or (alert.get("labels") or {}).get("pipeline")
                 res = conn.execute(
                     stmt.values(
-                        **alert,
+                        **{**alert, "pipeline": str(pipeline or self.pipeline or DEFAULT_PIPELINE)},
                         receiver=receiver,
                         group_key=group_key,
                         received_at=now,
@@ -102,7 +104,7 @@ class AlertsMixin:
         return dict(counts)
 
     def list_alerts(self, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        q = select(t.alerts).order_by(t.alerts.c.id.desc()).limit(limit)
+        q = select(t.alerts).where(self.owned(t.alerts)).order_by(t.alerts.c.id.desc()).limit(limit)
         if status:
             q = q.where(t.alerts.c.status == status)
         with self.tx() as conn:
@@ -110,26 +112,28 @@ class AlertsMixin:
 
     def get_alert(self, alert_id: int) -> dict[str, Any] | None:
         with self.tx() as conn:
-            row = conn.execute(select(t.alerts).where(t.alerts.c.id == alert_id)).first()
-            return dict(row._mapping) if row else None
+            q = select(t.alerts).where(and_(t.alerts.c.id == alert_id, self.owned(t.alerts)))
+            return row_dict(conn.execute(q).first())
 
     # ------------------------------------------------------------------ remediation (alert sensor side)
     def alerts_to_handle(self, limit: int = 200) -> list[dict[str, Any]]:
         """Alerts the sensor has not decided about yet, oldest first."""
         with self.tx() as conn:
-            q = select(t.alerts).where(t.alerts.c.action_status.is_(None)).order_by(t.alerts.c.id).limit(limit)
+            q = select(t.alerts).where(and_(t.alerts.c.action_status.is_(None), self.owned(t.alerts)))
+            q = q.order_by(t.alerts.c.id).limit(limit)
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def alerts_in_action(self, *statuses: str) -> list[dict[str, Any]]:
         with self.tx() as conn:
-            q = select(t.alerts).where(t.alerts.c.action_status.in_(statuses)).order_by(t.alerts.c.id)
+            q = select(t.alerts).where(and_(t.alerts.c.action_status.in_(statuses), self.owned(t.alerts)))
+            q = q.order_by(t.alerts.c.id)
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def set_alert_action(self, alert_id: int, *, expect: str | tuple[str, ...] | None = (), **values: Any) -> bool:
         """Update the sensor's columns of one alert; with `expect`, only when action_status is still that
         (compare-and-set: None means "not handled yet"). Returns whether the row changed."""
         a = t.alerts
-        cond = a.c.id == alert_id
+        cond = and_(a.c.id == alert_id, a.c.pipeline == self.owner("update an alert's action"))
         if expect is None:
             cond = and_(cond, a.c.action_status.is_(None))
         elif isinstance(expect, str):
@@ -144,7 +148,7 @@ class AlertsMixin:
     ) -> dict[str, Any] | None:
         """An alert whose remediation is still under way (same fingerprint, or same action), if any."""
         a = t.alerts
-        cond = a.c.action_status.in_(ACTIVE_ACTION_STATUSES)
+        cond = and_(a.c.action_status.in_(ACTIVE_ACTION_STATUSES), self.owned(a))
         if fingerprint is not None:
             cond = and_(cond, a.c.fingerprint == fingerprint)
         if action is not None:
@@ -161,7 +165,7 @@ class AlertsMixin:
         with self.tx() as conn:
             return conn.execute(
                 select(func.max(a.c.handled_at)).where(
-                    and_(a.c.rule == rule, a.c.action_status.in_(LAUNCHED_ACTION_STATUSES))
+                    and_(a.c.rule == rule, a.c.action_status.in_(LAUNCHED_ACTION_STATUSES), self.owned(a))
                 )
             ).scalar()
 
@@ -186,7 +190,7 @@ class AlertsMixin:
         digest = rollback_digest(alert["run_key"], from_version, to_version)
         r = t.approval_requests
         requested_by = f"alertmanager:{alert['alertname'] or alert['fingerprint']}"[:256]
-        request_id = f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
+        request_id = new_request_id(now)
         values: dict[str, Any] = {
             "id": request_id,
             "candidate_version": to_version,
@@ -211,23 +215,7 @@ class AlertsMixin:
             "approvers": values.get("approvers") or [],
         }
         with self.tx() as conn:
-            # ApprovalsMixin, a sibling base of StateStore
-            existing = self._insert_request_once(conn, values, channel="alertmanager", detail=detail, now=now)  # type: ignore[attr-defined]
+            existing = self._requests.insert_once(conn, values, channel="alertmanager", detail=detail, now=now)
             if existing is not None:
                 return existing, False
             return dict(conn.execute(select(r).where(r.c.id == request_id)).one()._mapping), True
-
-    def drop_embeddings(self, model_version: int, *, batch_id: str | None = None) -> int:
-        """Delete the stored vectors of `model_version` for one landing batch's chunks (or every chunk), so the
-        next embedding pass recomputes them. Returns how many were deleted."""
-        e = t.chunk_embeddings
-        cond = e.c.model_version == model_version
-        if batch_id is not None:
-            chunk_ids = (
-                select(t.chunks.c.id)
-                .join(t.documents, t.documents.c.id == t.chunks.c.document_id)
-                .where(t.documents.c.batch_id == batch_id)
-            )
-            cond = and_(cond, e.c.chunk_id.in_(chunk_ids))
-        with self.tx() as conn:
-            return int(conn.execute(delete(e).where(cond)).rowcount or 0)

@@ -1,6 +1,6 @@
-"""The idempotency ledger (the seed article's run-record pattern) over the state store.
+"""The idempotency ledger (the seed article's run-record pattern), one per pipeline.
 
-`claim(key)` says what to do with a side effect derived from `key`: run it (new, or an earlier attempt
+`claim_effect(key)` says what to do with a side effect derived from `key`: run it (new, or an earlier attempt
 failed), skip it (finished: the stored result is returned), wait (another live owner is on it), or take over
 (an owner started it and went quiet past `stale_after`: the caller resumes or compensates, knowing the effect
 may have happened).
@@ -8,17 +8,17 @@ may have happened).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
-from runtime_ops.store.sql import insert_ignore, utcnow
+from runtime_ops.store.engine import upsert, utcnow
+from runtime_ops.store.scope import Repository, row_dict
+
+_E = t.effects
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,9 @@ class Claim:
     result: Any = None
 
 
-class EffectsMixin:
-    @contextlib.contextmanager
-    def tx(self) -> Iterator[Connection]:  # provided by StateStore
-        raise NotImplementedError
-        yield  # pragma: no cover
+class Effects(Repository):
+    def _key(self, key: str, what: str) -> Any:
+        return and_(_E.c.pipeline == self.owner(what), _E.c.key == key)
 
     def claim_effect(
         self,
@@ -44,16 +42,24 @@ class EffectsMixin:
         stale_after: timedelta = timedelta(minutes=10),
     ) -> Claim:
         now = now or utcnow()
-        e = t.effects
+        this = self._key(key, "claim an effect")
         with self.tx() as conn:
             new = conn.execute(
-                insert_ignore(e, conn).values(
-                    key=key, kind=kind, status="started", owner=owner, attempts=1, started_at=now
+                upsert(_E, conn)
+                .values(
+                    pipeline=self.pipeline,
+                    key=key,
+                    kind=kind,
+                    status="started",
+                    owner=owner,
+                    attempts=1,
+                    started_at=now,
                 )
+                .on_conflict_do_nothing()
             )
             if new.rowcount:
                 return Claim("run", 1)
-            row = conn.execute(select(e).where(e.c.key == key)).one()
+            row = conn.execute(select(_E).where(this)).one()
             if row.status == "finished":
                 return Claim("skip", row.attempts, row.result)
             # Take it over when it failed, or when its owner went quiet (compare-and-set on the row we saw).
@@ -61,12 +67,12 @@ class EffectsMixin:
             if not takeover:
                 return Claim("busy", row.attempts)
             res = conn.execute(
-                update(e)
+                update(_E)
                 .where(
                     and_(
-                        e.c.key == key,
-                        e.c.attempts == row.attempts,
-                        or_(e.c.status == "failed", e.c.started_at <= now - stale_after),
+                        this,
+                        _E.c.attempts == row.attempts,
+                        or_(_E.c.status == "failed", _E.c.started_at <= now - stale_after),
                     )
                 )
                 .values(status="started", owner=owner, attempts=row.attempts + 1, started_at=now, error=None)
@@ -76,18 +82,16 @@ class EffectsMixin:
             return Claim("run" if row.status == "failed" else "takeover", row.attempts + 1)
 
     def finish_effect(self, key: str, result: Any = None, *, now: datetime | None = None) -> None:
+        this = self._key(key, "finish an effect")
         with self.tx() as conn:
-            conn.execute(
-                update(t.effects)
-                .where(t.effects.c.key == key)
-                .values(status="finished", finished_at=now or utcnow(), result=result)
-            )
+            conn.execute(update(_E).where(this).values(status="finished", finished_at=now or utcnow(), result=result))
 
     def fail_effect(self, key: str, error: str) -> None:
+        this = self._key(key, "fail an effect")
         with self.tx() as conn:
-            conn.execute(update(t.effects).where(t.effects.c.key == key).values(status="failed", error=error[:2000]))
+            conn.execute(update(_E).where(this).values(status="failed", error=error[:2000]))
 
     def effect(self, key: str) -> dict[str, Any] | None:
         with self.tx() as conn:
-            row = conn.execute(select(t.effects).where(t.effects.c.key == key)).first()
-            return dict(row._mapping) if row else None
+            q = select(_E).where(and_(_E.c.key == key, self.owned(_E))).order_by(_E.c.pipeline).limit(1)
+            return row_dict(conn.execute(q).first())

@@ -1,57 +1,57 @@
-"""The state store's side of the metrics: durable series (`metric_series`) and the aggregates /metrics derives.
+"""Durable metric series (`metric_series`) and the aggregates /metrics derives from the store's rows.
 
 Writes: `add_metric_deltas` adds counts, sums and cumulative buckets to their rows in one transaction. A counter
 is one UPSERT (`count`/`sum` incremented in the statement, so concurrent writers cannot lose an increment). A
 histogram's buckets are a JSON map, which SQL cannot add up portably, so its row is created if missing, then
 read under `SELECT ... FOR UPDATE` and written back: concurrent writers of one series queue on the row lock
 (SQLite: the store's BEGIN IMMEDIATE already serialises writers). Rows are locked in (name, labels) order, so
-two transactions touching the same series cannot deadlock.
+two transactions touching the same series cannot deadlock. Series are process-wide; a `pipeline` label says
+whose they are.
+
+Reads: `metric_aggregates` computes the approval, quarantine and landing figures per pipeline (the scope's, or
+every pipeline's on an unscoped store).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Float, and_, case, cast, func, literal, select, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
-from runtime_ops.store.sql import utcnow
+from runtime_ops.store.engine import upsert, utcnow
+from runtime_ops.store.scope import DEFAULT_PIPELINE, Repository
+from runtime_ops.store.series import (
+    WRITE_ERRORS,
+    HistogramData,
+    SeriesDelta,
+    canonical_labels,
+    counter,
+    le_label,
+    merge_buckets,
+    note_write_error,
+)
 
-if TYPE_CHECKING:
-    from runtime_ops.observability.metrics import SeriesDelta
-
-
-@dataclass
-class HistogramData:
-    count: int = 0
-    sum: float = 0.0
-    buckets: dict[str, int] = field(default_factory=dict)
+log = logging.getLogger("runtime_ops.metrics")
 
 
 @dataclass
 class StoreAggregates:
-    """What /metrics derives from the state store's own rows at scrape time."""
+    """What /metrics derives from one pipeline's rows at scrape time."""
 
-    approvals_pending: int
-    approval_oldest_pending_age_s: float
-    approval_escalations: int
-    approval_expiries: int
-    decision_latency: dict[str, HistogramData]  # by outcome
-    quarantined: dict[str, int]  # by quarantine code
-    landing_oldest_pending_age_s: float
-
-
-def _upsert(conn: Connection) -> Any:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+    approvals_pending: int = 0
+    approval_oldest_pending_age_s: float = 0.0
+    approval_escalations: int = 0
+    approval_expiries: int = 0
+    decision_latency: dict[str, HistogramData] | None = None  # by outcome
+    quarantined: dict[str, int] | None = None  # by quarantine code
+    landing_oldest_pending_age_s: float = 0.0
 
 
 def _seconds_between(conn: Connection, start: Any, end: Any) -> Any:
@@ -61,32 +61,17 @@ def _seconds_between(conn: Connection, start: Any, end: Any) -> Any:
     return (func.julianday(end) - func.julianday(start)) * 86400.0
 
 
-class MetricsMixin:
-    @contextlib.contextmanager
-    def tx(self) -> Iterator[Connection]:  # provided by StateStore
-        raise NotImplementedError
-        yield  # pragma: no cover
-
+class Metrics(Repository):
     # ------------------------------------------------------------------ durable series
     def add_metric_deltas(self, deltas: Sequence[SeriesDelta]) -> None:
         """Add every delta to its series in one transaction."""
-        from runtime_ops.observability.metrics import merge_buckets
-
         ms = t.metric_series
         now = utcnow()
         with self.tx() as conn:
-            insert = _upsert(conn)
             for d in sorted(deltas, key=lambda d: (d.name, d.labels)):
                 if d.kind == "counter":
-                    stmt = insert(ms).values(
-                        name=d.name,
-                        labels=d.labels,
-                        kind=d.kind,
-                        count=d.count,
-                        sum=d.sum,
-                        buckets=None,
-                        updated_at=now,
-                    )
+                    values = {"name": d.name, "labels": d.labels, "kind": d.kind, "count": d.count, "sum": d.sum}
+                    stmt = upsert(ms, conn).values(**values, buckets=None, updated_at=now)
                     conn.execute(
                         stmt.on_conflict_do_update(
                             index_elements=[ms.c.name, ms.c.labels],
@@ -99,7 +84,7 @@ class MetricsMixin:
                     )
                     continue
                 conn.execute(
-                    insert(ms)
+                    upsert(ms, conn)
                     .values(name=d.name, labels=d.labels, kind=d.kind, count=0, sum=0.0, buckets={}, updated_at=now)
                     .on_conflict_do_nothing()
                 )
@@ -116,6 +101,30 @@ class MetricsMixin:
                     )
                 )
 
+    def record(self, deltas: Sequence[SeriesDelta]) -> bool:
+        """Add `deltas` in one transaction. Never raises: a failure is logged and counted (in this process, and
+        durably when the store still takes a counter); False when nothing was written."""
+        if not deltas:
+            return False
+        try:
+            self.add_metric_deltas(deltas)
+        except Exception as exc:  # an observation must never fail the work it observes
+            for name in sorted({d.name for d in deltas}):
+                self.failed(name, exc)
+            return False
+        return True
+
+    def failed(self, name: str, exc: BaseException | None) -> None:
+        """Count an observation of `name` that could not be written."""
+        note_write_error(name)
+        log.warning("metric %s not recorded (%s: %s); the observed work goes on", name, type(exc).__name__, exc)
+        if name == WRITE_ERRORS:
+            return
+        # Best effort: the store may still take a counter (the failure was a bad label, say); when it is down this
+        # fails fast too and is dropped.
+        with contextlib.suppress(Exception):
+            self.add_metric_deltas([counter(WRITE_ERRORS, canonical_labels({"metric": name}))])
+
     def metric_rows(self) -> list[dict[str, Any]]:
         ms = t.metric_series
         with self.tx() as conn:
@@ -123,18 +132,46 @@ class MetricsMixin:
             return [dict(r._mapping) for r in conn.execute(q.order_by(ms.c.name, ms.c.labels))]
 
     # ------------------------------------------------------------------ scrape-time aggregates
-    def metric_aggregates(self, now: datetime, decision_bounds: Sequence[float]) -> StoreAggregates:
-        """Approval, quarantine and landing figures in one read transaction, each an SQL aggregate (no row is
-        loaded into Python: the cost stays flat as the tables grow, given the status indexes)."""
-        from runtime_ops.observability.metrics import le_label
-
+    def metric_aggregates(self, now: datetime, decision_bounds: Sequence[float]) -> dict[str, StoreAggregates]:
+        """Approval, quarantine and landing figures by pipeline, in one read transaction, each an SQL aggregate
+        grouped by pipeline (no row is loaded into Python: the cost stays flat as the tables grow)."""
         ar, docs, lb = t.approval_requests, t.documents, t.landing_batches
+        out: dict[str, StoreAggregates] = {}
+
+        def agg(pipeline: str) -> StoreAggregates:
+            a = out.get(pipeline)
+            if a is None:
+                a = out[pipeline] = StoreAggregates(decision_latency={}, quarantined={})
+            return a
+
+        def age(since: datetime | None) -> float:
+            return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
+
+        if self.pipeline is not None:
+            agg(self.pipeline)
         with self.tx() as conn:
-            pending = conn.execute(
-                select(func.count(), func.min(ar.c.created_at)).where(ar.c.status == "pending")
-            ).one()
-            escalations = conn.execute(select(func.count()).where(ar.c.escalated_at.is_not(None))).scalar_one()
-            expiries = conn.execute(select(func.count()).where(ar.c.status == "expired")).scalar_one()
+            if self.pipeline is None:  # every known pipeline shows, zeros included (batches, requests: small tables)
+                known = select(lb.c.pipeline).union(select(ar.c.pipeline))
+                for (p,) in conn.execute(known):
+                    agg(p)
+            for p, n, oldest in conn.execute(
+                select(ar.c.pipeline, func.count(), func.min(ar.c.created_at))
+                .where(and_(ar.c.status == "pending", self.owned(ar)))
+                .group_by(ar.c.pipeline)
+            ):
+                agg(p).approvals_pending, agg(p).approval_oldest_pending_age_s = int(n), age(oldest)
+            for p, n in conn.execute(
+                select(ar.c.pipeline, func.count())
+                .where(and_(ar.c.escalated_at.is_not(None), self.owned(ar)))
+                .group_by(ar.c.pipeline)
+            ):
+                agg(p).approval_escalations = int(n)
+            for p, n in conn.execute(
+                select(ar.c.pipeline, func.count())
+                .where(and_(ar.c.status == "expired", self.owned(ar)))
+                .group_by(ar.c.pipeline)
+            ):
+                agg(p).approval_expiries = int(n)
 
             latency = cast(_seconds_between(conn, ar.c.created_at, ar.c.decided_at), Float)
             # A decision recorded a hair before its creation (clock steps) counts as instant, not negative.
@@ -142,37 +179,29 @@ class MetricsMixin:
             bounds = sorted(float(b) for b in decision_bounds)
             cols = [func.sum(case((latency <= b, 1), else_=0)).label(f"b{i}") for i, b in enumerate(bounds)]
             rows = conn.execute(
-                select(ar.c.status, func.count().label("n"), func.sum(latency).label("total"), *cols)
-                .where(and_(ar.c.decided_at.is_not(None), ar.c.status != "pending"))
-                .group_by(ar.c.status)
+                select(ar.c.pipeline, ar.c.status, func.count().label("n"), func.sum(latency).label("total"), *cols)
+                .where(and_(ar.c.decided_at.is_not(None), ar.c.status != "pending", self.owned(ar)))
+                .group_by(ar.c.pipeline, ar.c.status)
             ).all()
-            decision: dict[str, HistogramData] = {}
             for r in rows:
                 buckets = {le_label(b): int(getattr(r, f"b{i}") or 0) for i, b in enumerate(bounds)}
                 buckets["+Inf"] = int(r.n)
-                decision[str(r.status)] = HistogramData(int(r.n), float(r.total or 0.0), buckets)
-
-            quarantined = {
-                str(code or "unknown"): int(n)
-                for code, n in conn.execute(
-                    select(docs.c.quarantine_code, func.count())
-                    .where(docs.c.status == "quarantined")
-                    .group_by(docs.c.quarantine_code)
+                agg(r.pipeline).decision_latency[str(r.status)] = HistogramData(  # type: ignore[index]
+                    int(r.n), float(r.total or 0.0), buckets
                 )
-            }
-            oldest_batch = conn.execute(
-                select(func.min(lb.c.created_at)).where(lb.c.status.in_(("pending", "launched")))
-            ).scalar()
 
-        def age(since: datetime | None) -> float:
-            return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
-
-        return StoreAggregates(
-            approvals_pending=int(pending[0]),
-            approval_oldest_pending_age_s=age(pending[1]),
-            approval_escalations=int(escalations),
-            approval_expiries=int(expiries),
-            decision_latency=decision,
-            quarantined=quarantined,
-            landing_oldest_pending_age_s=age(oldest_batch),
-        )
+            for p, code, n in conn.execute(
+                select(docs.c.pipeline, docs.c.quarantine_code, func.count())
+                .where(and_(docs.c.status == "quarantined", self.owned(docs)))
+                .group_by(docs.c.pipeline, docs.c.quarantine_code)
+            ):
+                agg(p).quarantined[str(code or "unknown")] = int(n)  # type: ignore[index]
+            for p, oldest in conn.execute(
+                select(lb.c.pipeline, func.min(lb.c.created_at))
+                .where(and_(lb.c.status.in_(("pending", "launched")), self.owned(lb)))
+                .group_by(lb.c.pipeline)
+            ):
+                agg(p).landing_oldest_pending_age_s = age(oldest)
+            if not out:  # nothing recorded yet: the families still show (zeros) for the default pipeline
+                agg(DEFAULT_PIPELINE)
+        return out

@@ -60,18 +60,36 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 _MIGRATED: set[str] = set()
 
 
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the migrations up to `revision` under the migration lock (tests stop at an older one)."""
+    from alembic import command
+
+    with _migration_lock(engine):
+        cfg = _config()
+        with engine.connect() as conn:
+            sqlite = engine.dialect.name == "sqlite"
+            if sqlite:
+                # Batch mode recreates tables (copy, drop, rename): with foreign keys enforced, dropping a parent
+                # table would fail. The pragma only takes outside a transaction, hence before `begin`.
+                conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+            try:
+                with conn.begin():
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, revision)
+                    if sqlite:
+                        broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                        if broken:
+                            raise RuntimeError(f"migration left foreign keys broken: {broken[:5]}")
+            finally:
+                if sqlite:
+                    conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
+
+
 def upgrade_to_head(engine: Engine) -> None:
     key = str(engine.url)
     if key in _MIGRATED:
         return
     head = head_revision()
     if current_revision(engine) != head:
-        from alembic import command
-
-        with _migration_lock(engine):
-            if current_revision(engine) != head:
-                cfg = _config()
-                with engine.begin() as conn:
-                    cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, "head")
+        upgrade(engine)
     _MIGRATED.add(key)

@@ -1,4 +1,8 @@
-"""Tables of the state store (SQLAlchemy Core). Alembic migrations in `migrations/` create them."""
+"""Tables of the state store (SQLAlchemy Core). Alembic migrations in `migrations/` create them.
+
+Pipeline-owned tables carry `pipeline` (their uniqueness is per pipeline); chunks, embeddings, votes, the audit
+log and link uses hang off owned rows and are reached through them; artifacts, locks and metric series are
+process-wide (series carry a `pipeline` label)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
+
+from runtime_ops.store.scope import DEFAULT_PIPELINE
 
 metadata = MetaData()
 
@@ -48,7 +54,8 @@ landing_batches = Table(
     "landing_batches",
     metadata,
     Column("id", String(64), primary_key=True),
-    Column("seq", Integer, nullable=False, unique=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("seq", Integer, nullable=False),
     Column("source", String(1024), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("n_objects", Integer, nullable=False),
@@ -56,6 +63,7 @@ landing_batches = Table(
     Column("status", String(16), nullable=False),
     Column("run_id", String(64)),
     Column("ingested_at", UTCDateTime()),
+    UniqueConstraint("pipeline", "seq", name="uq_landing_batches_pipeline_seq"),
 )
 
 # The document ledger: one row per (key, version). Each version is processed once.
@@ -63,6 +71,7 @@ documents = Table(
     "documents",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("key", String(1024), nullable=False),
     Column("version", String(256), nullable=False),
     Column("batch_id", String(64), ForeignKey("landing_batches.id"), nullable=False),
@@ -77,7 +86,7 @@ documents = Table(
     Column("title", Text),
     Column("text", Text),
     Column("processed_at", UTCDateTime()),
-    UniqueConstraint("key", "version", name="uq_documents_key_version"),
+    UniqueConstraint("pipeline", "key", "version", name="uq_documents_pipeline_key_version"),
     Index("ix_documents_batch", "batch_id"),
     Index("ix_documents_status_key", "status", "key"),
 )
@@ -108,7 +117,8 @@ model_versions = Table(
     "model_versions",
     metadata,
     Column("version", Integer, primary_key=True),
-    Column("digest", String(64), nullable=False, unique=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("digest", String(64), nullable=False),
     Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
     Column("params", JSON, nullable=False),
     Column("n_documents", Integer, nullable=False),
@@ -116,12 +126,14 @@ model_versions = Table(
     Column("corpus_revision", Integer, nullable=False),
     Column("trained_at", UTCDateTime(), nullable=False),
     Column("run_id", String(64)),
+    UniqueConstraint("pipeline", "digest", name="uq_model_versions_pipeline_digest"),
 )
 
 eval_reports = Table(
     "eval_reports",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
     Column("production_version", Integer, ForeignKey("model_versions.version")),
     Column("candidate_metrics", JSON, nullable=False),
@@ -140,6 +152,7 @@ eval_reports = Table(
 aliases = Table(
     "aliases",
     metadata,
+    Column("pipeline", String(64), primary_key=True, server_default=DEFAULT_PIPELINE),
     Column("name", String(64), primary_key=True),
     Column("target", Integer, nullable=False),
     Column("fence", BigInteger, nullable=False, default=0),
@@ -150,6 +163,7 @@ alias_history = Table(
     "alias_history",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("name", String(64), nullable=False),
     Column("old_target", Integer),
     Column("new_target", Integer),  # NULL: the alias was removed
@@ -163,8 +177,9 @@ approval_requests = Table(
     "approval_requests",
     metadata,
     Column("id", String(64), primary_key=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
-    Column("candidate_digest", String(64), nullable=False, unique=True),
+    Column("candidate_digest", String(64), nullable=False),
     Column("eval_report_id", Integer, ForeignKey("eval_reports.id"), nullable=False),
     # `policy` requests are decided by the gate's policy at creation; `human` ones wait for a person.
     Column("kind", String(16), nullable=False),
@@ -200,6 +215,7 @@ approval_requests = Table(
     # W3C traceparent of the span that opened the request; the decision's span links to it.
     Column("trace_context", String(128)),
     Index("ix_approval_requests_status", "status"),
+    UniqueConstraint("pipeline", "candidate_digest", name="uq_approval_requests_pipeline_candidate_digest"),
 )
 
 # Lock leases held on the state store when REDIS_URL is unset (runtime_ops.locks.store_lock).
@@ -219,6 +235,7 @@ sagas = Table(
     "sagas",
     metadata,
     Column("id", String(128), primary_key=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("kind", String(32), nullable=False),
     Column("status", String(16), nullable=False),
     Column("steps", JSON, nullable=False),
@@ -233,6 +250,7 @@ sagas = Table(
 effects = Table(
     "effects",
     metadata,
+    Column("pipeline", String(64), primary_key=True, server_default=DEFAULT_PIPELINE),
     Column("key", String(255), primary_key=True),
     Column("kind", String(32), nullable=False),
     Column("status", String(16), nullable=False),  # started | finished | failed
@@ -322,6 +340,7 @@ retrieval_indexes = Table(
     "retrieval_indexes",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("model_version", Integer, ForeignKey("model_versions.version"), nullable=False),
     Column("corpus_revision", Integer, nullable=False),
     Column("n_chunks", Integer, nullable=False),
@@ -334,6 +353,7 @@ answers = Table(
     "answers",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("question", Text, nullable=False),
     Column("answer", Text, nullable=False),
     Column("sources", JSON, nullable=False),
@@ -349,6 +369,8 @@ alerts = Table(
     "alerts",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    # The pipeline the alert targets (its `pipeline` label, else the default pipeline).
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("fingerprint", String(64), nullable=False),
     Column("starts_at", UTCDateTime(), nullable=False),
     Column("alertname", String(256), nullable=False),

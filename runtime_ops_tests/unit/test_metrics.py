@@ -24,20 +24,21 @@ from runtime_ops.observability.metrics import (
     sorted_buckets,
 )
 
+# Every family but the lock waits (process-wide) says which pipeline it is about; Dagster's from the run's tag.
 CONTRACT = {
-    "runtime_ops_step_success_total": ("counter", ("job", "step")),
-    "runtime_ops_step_failure_total": ("counter", ("job", "step")),
-    "runtime_ops_runs_total": ("counter", ("job", "status")),
-    "runtime_ops_queue_latency_seconds": ("histogram", ("job",)),
-    "runtime_ops_run_duration_seconds": ("histogram", ("job", "status")),
-    "runtime_ops_approval_decision_latency_seconds": ("histogram", ("outcome",)),
-    "runtime_ops_approvals_pending": ("gauge", ()),
-    "runtime_ops_approval_oldest_pending_age_seconds": ("gauge", ()),
-    "runtime_ops_approval_escalations_total": ("counter", ()),
-    "runtime_ops_approval_expiries_total": ("counter", ()),
-    "runtime_ops_documents_quarantined_total": ("counter", ("code",)),
-    "runtime_ops_landing_lag_seconds": ("histogram", ()),
-    "runtime_ops_landing_oldest_pending_age_seconds": ("gauge", ()),
+    "runtime_ops_step_success_total": ("counter", ("pipeline", "job", "step")),
+    "runtime_ops_step_failure_total": ("counter", ("pipeline", "job", "step")),
+    "runtime_ops_runs_total": ("counter", ("pipeline", "job", "status")),
+    "runtime_ops_queue_latency_seconds": ("histogram", ("pipeline", "job")),
+    "runtime_ops_run_duration_seconds": ("histogram", ("pipeline", "job", "status")),
+    "runtime_ops_approval_decision_latency_seconds": ("histogram", ("pipeline", "outcome")),
+    "runtime_ops_approvals_pending": ("gauge", ("pipeline",)),
+    "runtime_ops_approval_oldest_pending_age_seconds": ("gauge", ("pipeline",)),
+    "runtime_ops_approval_escalations_total": ("counter", ("pipeline",)),
+    "runtime_ops_approval_expiries_total": ("counter", ("pipeline",)),
+    "runtime_ops_documents_quarantined_total": ("counter", ("pipeline", "code")),
+    "runtime_ops_landing_lag_seconds": ("histogram", ("pipeline",)),
+    "runtime_ops_landing_oldest_pending_age_seconds": ("gauge", ("pipeline",)),
     "runtime_ops_lock_wait_seconds": ("histogram", ("lock", "outcome")),
 }
 

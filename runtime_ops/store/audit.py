@@ -1,0 +1,102 @@
+"""The append-only, hash-chained audit log: records, chain heads, verification.
+
+Each approval request is its own chain (its head lives on the request row, which a decision locks anyway), so
+clicks on different requests never wait for each other; records of no known request chain through
+`audit_head`. The log is process-wide: it hangs off requests (which carry their pipeline) and is verified whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.engine import Connection
+
+from runtime_ops.approvals import audit as chain_mod
+from runtime_ops.store import schema as t
+from runtime_ops.store.engine import utcnow
+from runtime_ops.store.scope import Repository
+
+_R, _L, _HEAD = t.approval_requests, t.audit_log, t.audit_head
+_REQUEST_HEAD = select(_R.c.audit_seq, _R.c.audit_hash).where(_R.c.id == bindparam("rid")).with_for_update()
+_SET_REQUEST_HEAD = (
+    update(_R).where(_R.c.id == bindparam("rid")).values(audit_seq=bindparam("b_seq"), audit_hash=bindparam("b_hash"))
+)
+_GLOBAL_HEAD = select(_HEAD).where(_HEAD.c.id == 1).with_for_update()
+_SET_GLOBAL_HEAD = (
+    update(_HEAD).where(_HEAD.c.id == 1).values(last_id=bindparam("b_seq"), last_hash=bindparam("b_hash"))
+)
+_INSERT = insert(_L)
+
+
+def chain_record(chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
+    """The audit record that follows `head` of `chain` (not yet written)."""
+    record = {
+        "chain": chain,
+        "seq": head[0] + 1,
+        "at": fields.pop("now", None) or utcnow(),
+        "request_id": fields.get("request_id"),
+        "event": fields["event"],
+        "actor": fields.get("actor"),
+        "channel": fields.get("channel"),
+        "outcome": fields.get("outcome"),
+        "detail": fields.get("detail") or {},
+        "prev_hash": head[1],
+    }
+    record["hash"] = chain_mod.record_hash(head[1], record)
+    return record
+
+
+class Audit(Repository):
+    def append_in(self, conn: Connection, **fields: Any) -> dict[str, Any]:
+        """Append, inside `conn`'s transaction, to the chain of `request_id` (locking its row) or, for no known
+        request, the global chain."""
+        request_id = fields.get("request_id")
+        row = conn.execute(_REQUEST_HEAD, {"rid": request_id}).first() if request_id else None
+        if row is not None:
+            record = chain_record(request_id, (row.audit_seq, row.audit_hash), **fields)
+            conn.execute(_INSERT, record)
+            conn.execute(_SET_REQUEST_HEAD, {"rid": request_id, "b_seq": record["seq"], "b_hash": record["hash"]})
+            return record
+        head = conn.execute(_GLOBAL_HEAD).one()
+        record = chain_record(chain_mod.GLOBAL_CHAIN, (head.last_id, head.last_hash), **fields)
+        conn.execute(_INSERT, record)
+        conn.execute(_SET_GLOBAL_HEAD, {"b_seq": record["seq"], "b_hash": record["hash"]})
+        return record
+
+    def append(self, **fields: Any) -> dict[str, Any]:
+        """Append one record in its own transaction."""
+        with self.tx() as conn:
+            return self.append_in(conn, **fields)
+
+    def records(self, request_id: str | None = None) -> list[dict[str, Any]]:
+        q = select(_L).order_by(_L.c.id)
+        if request_id is not None:
+            q = q.where(_L.c.request_id == request_id)
+        with self.tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def iter_records(self, page: int = 5000) -> Iterator[dict[str, Any]]:
+        last = 0
+        while True:
+            with self.tx() as conn:
+                rows = conn.execute(select(_L).where(_L.c.id > last).order_by(_L.c.id).limit(page)).all()
+            if not rows:
+                return
+            for r in rows:
+                yield dict(r._mapping)
+            last = rows[-1].id
+
+    def heads(self) -> dict[str, tuple[int, str]]:
+        with self.tx() as conn:
+            heads = {
+                r.id: (int(r.audit_seq), str(r.audit_hash))
+                for r in conn.execute(select(_R.c.id, _R.c.audit_seq, _R.c.audit_hash))
+            }
+            g = conn.execute(select(_HEAD).where(_HEAD.c.id == 1)).one()
+            heads[chain_mod.GLOBAL_CHAIN] = (int(g.last_id), str(g.last_hash))
+            return heads
+
+    def verify(self) -> chain_mod.ChainReport:
+        return chain_mod.verify(self.iter_records(), heads=self.heads())

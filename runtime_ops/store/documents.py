@@ -1,0 +1,143 @@
+"""Documents of the landing ledger and their chunks: parse, quarantine, make current (superseding older
+versions of the key), and read the current corpus. Per pipeline: a key is the same document only within it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from runtime_ops.store import schema as t
+from runtime_ops.store.engine import utcnow
+from runtime_ops.store.scope import Repository, row_dict
+
+_D, _C = t.documents, t.chunks
+_LISTED = [c for c in _D.c if c.name != "text"]
+
+
+class Documents(Repository):
+    def _key_of(self, conn: Connection, document_id: int, what: str) -> str:
+        """The key of one of the scope's documents (NoResultFound for another pipeline's id)."""
+        cond = and_(_D.c.id == document_id, _D.c.pipeline == self.owner(what))
+        return str(conn.execute(select(_D.c.key).where(cond)).scalar_one())
+
+    def batch_documents(self, batch_id: str) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            q = select(*_LISTED).where(and_(_D.c.batch_id == batch_id, self.owned(_D))).order_by(_D.c.key)
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def document(self, key: str, version: str) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            cond = and_(_D.c.key == key, _D.c.version == version, self.owned(_D))
+            return row_dict(conn.execute(select(_D).where(cond).order_by(_D.c.id).limit(1)).first())
+
+    def documents_by_status(self, status: str) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            q = select(*_LISTED).where(and_(_D.c.status == status, self.owned(_D))).order_by(_D.c.key)
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def quarantine(self, document_id: int, code: str, reason: str) -> None:
+        cond = and_(_D.c.id == document_id, _D.c.pipeline == self.owner("quarantine a document"))
+        with self.tx() as conn:
+            conn.execute(
+                update(_D)
+                .where(cond)
+                .values(status="quarantined", quarantine_code=code, reason=reason, processed_at=utcnow())
+            )
+
+    def store_parsed(self, document_id: int, *, content_hash: str, fmt: str, title: str, text: str) -> str:
+        """Keep a parsed document version; returns `parsed`, or `duplicate` when the current version of
+        the key already has this content (nothing downstream needs to run again for it)."""
+        now = utcnow()
+        with self.tx() as conn:
+            key = self._key_of(conn, document_id, "store a parsed document")
+            same = conn.execute(
+                select(_D.c.id).where(
+                    and_(
+                        _D.c.pipeline == self.pipeline,
+                        _D.c.key == key,
+                        _D.c.status == "ok",
+                        _D.c.content_hash == content_hash,
+                        _D.c.id != document_id,
+                    )
+                )
+            ).first()
+            values: dict[str, Any] = {"content_hash": content_hash, "format": fmt, "title": title, "processed_at": now}
+            if same:
+                values.update(status="duplicate", reason="same content as the current version")
+            else:
+                values.update(status="parsed", text=text, reason=None, quarantine_code=None)
+            conn.execute(update(_D).where(_D.c.id == document_id).values(**values))
+            return str(values["status"])
+
+    def parsed_documents(self, batch_id: str) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            q = select(_D.c.id, _D.c.pipeline, _D.c.key, _D.c.text).where(
+                and_(_D.c.batch_id == batch_id, _D.c.status == "parsed", self.owned(_D))
+            )
+            return [dict(r._mapping) for r in conn.execute(q.order_by(_D.c.key))]
+
+    def store_chunks(self, document_id: int, chunk_texts: Sequence[str]) -> str:
+        """Make a parsed version current with its chunks, superseding older versions of the key in the same
+        transaction (readers never see a key with zero or two current versions). Returns the status."""
+        with self.tx() as conn:
+            key = self._key_of(conn, document_id, "store chunks")
+            current = conn.execute(
+                select(_D.c.id).where(
+                    and_(_D.c.pipeline == self.pipeline, _D.c.key == key, _D.c.status == "ok", _D.c.id != document_id)
+                )
+            ).all()
+            older = [c.id for c in current if c.id < document_id]
+            if older:
+                conn.execute(update(_D).where(_D.c.id.in_(older)).values(status="superseded"))
+            # A newer version may have been ingested first (batches can run out of order): this one is stale.
+            status = "superseded" if any(c.id > document_id for c in current) else "ok"
+            conn.execute(_C.delete().where(_C.c.document_id == document_id))
+            if chunk_texts:
+                conn.execute(
+                    insert(_C), [{"document_id": document_id, "ord": i, "text": c} for i, c in enumerate(chunk_texts)]
+                )
+            conn.execute(update(_D).where(_D.c.id == document_id).values(status=status, processed_at=utcnow()))
+            return status
+
+    def document_counts(self) -> dict[str, int]:
+        with self.tx() as conn:
+            rows = conn.execute(select(_D.c.status, func.count()).where(self.owned(_D)).group_by(_D.c.status))
+            return {r[0]: int(r[1]) for r in rows}
+
+    def iter_current_chunks(self, batch_size: int = 5000) -> Iterator[list[tuple[int, str, str]]]:
+        """(chunk_id, document key, text) of every chunk of a current (`ok`) document, in id order."""
+        last = 0
+        while True:
+            with self.tx() as conn:
+                rows = conn.execute(
+                    select(_C.c.id, _D.c.key, _C.c.text)
+                    .join(_D, _D.c.id == _C.c.document_id)
+                    .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
+                    .order_by(_C.c.id)
+                    .limit(batch_size)
+                ).all()
+            if not rows:
+                return
+            yield [(r.id, r.key, r.text) for r in rows]
+            last = rows[-1].id
+
+    def current_chunks(self) -> list[tuple[int, str, str]]:
+        out: list[tuple[int, str, str]] = []
+        for page in self.iter_current_chunks():
+            out.extend(page)
+        return out
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """chunk id -> (document key, document title, chunk text), for the scope's chunks among `chunk_ids`."""
+        if not chunk_ids:
+            return {}
+        with self.tx() as conn:
+            rows = conn.execute(
+                select(_C.c.id, _D.c.key, _D.c.title, _C.c.text)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .where(and_(_C.c.id.in_(list(chunk_ids)), self.owned(_D)))
+            )
+            return {r.id: (r.key, r.title or r.key, r.text) for r in rows}

@@ -1,0 +1,97 @@
+"""Chunk embeddings per model version: what is missing, storing vectors once, reading them back by page.
+
+Embeddings hang off chunks (of a pipeline's documents) and model versions: scoped through the documents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from sqlalchemy import and_, delete, func, select
+
+from runtime_ops.store import schema as t
+from runtime_ops.store.engine import upsert
+from runtime_ops.store.scope import Repository
+
+if TYPE_CHECKING:  # numpy is imported where embeddings are written: loading the code location never needs it
+    import numpy as np
+
+_E, _C, _D = t.chunk_embeddings, t.chunks, t.documents
+
+
+class Embeddings(Repository):
+    def chunks_missing_embeddings(self, model_version: int, limit: int) -> list[tuple[int, str]]:
+        with self.tx() as conn:
+            rows = conn.execute(
+                select(_C.c.id, _C.c.text)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
+                .where(and_(_D.c.status == "ok", _E.c.chunk_id.is_(None), self.owned(_D)))
+                .order_by(_C.c.id)
+                .limit(limit)
+            ).all()
+            return [(r.id, r.text) for r in rows]
+
+    def put_embeddings(self, model_version: int, rows: Iterable[tuple[int, np.ndarray]]) -> int:
+        """Store vectors; a chunk already embedded with this model is left as it is (never written twice)."""
+        import numpy as np
+
+        payload = [
+            {"chunk_id": cid, "model_version": model_version, "vector": np.asarray(v, dtype="<f4").tobytes()}
+            for cid, v in rows
+        ]
+        if not payload:
+            return 0
+        with self.tx() as conn:
+            res = conn.execute(upsert(_E, conn).on_conflict_do_nothing(), payload)
+            return int(res.rowcount or 0)
+
+    def embedding_counts(self, model_version: int) -> dict[str, int]:
+        current = and_(_D.c.status == "ok", self.owned(_D))
+        with self.tx() as conn:
+            total = conn.execute(
+                select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id)).where(current)
+            ).scalar()
+            done = conn.execute(
+                select(func.count())
+                .select_from(_E.join(_C, _C.c.id == _E.c.chunk_id).join(_D, _D.c.id == _C.c.document_id))
+                .where(and_(current, _E.c.model_version == model_version))
+            ).scalar()
+            return {"current_chunks": int(total or 0), "embedded": int(done or 0)}
+
+    def iter_current_embeddings(
+        self, model_version: int, batch_size: int = 5000
+    ) -> Iterator[list[tuple[int, str, bytes]]]:
+        """(chunk_id, document key, vector bytes) for current chunks embedded with `model_version`."""
+        last = 0
+        while True:
+            with self.tx() as conn:
+                rows = conn.execute(
+                    select(_E.c.chunk_id, _D.c.key, _E.c.vector)
+                    .join(_C, _C.c.id == _E.c.chunk_id)
+                    .join(_D, _D.c.id == _C.c.document_id)
+                    .where(
+                        and_(
+                            _E.c.model_version == model_version,
+                            _D.c.status == "ok",
+                            _E.c.chunk_id > last,
+                            self.owned(_D),
+                        )
+                    )
+                    .order_by(_E.c.chunk_id)
+                    .limit(batch_size)
+                ).all()
+            if not rows:
+                return
+            yield [(r.chunk_id, r.key, bytes(r.vector)) for r in rows]
+            last = rows[-1].chunk_id
+
+    def drop_embeddings(self, model_version: int, *, batch_id: str | None = None) -> int:
+        """Delete the stored vectors of `model_version` for one landing batch's chunks (or every chunk of the
+        scope), so the next embedding pass recomputes them. Returns how many were deleted."""
+        pipeline = self.owner("drop embeddings")
+        scope = and_(_D.c.pipeline == pipeline, *([_D.c.batch_id == batch_id] if batch_id is not None else []))
+        chunk_ids = select(_C.c.id).join(_D, _D.c.id == _C.c.document_id).where(scope)
+        cond = and_(_E.c.model_version == model_version, _E.c.chunk_id.in_(chunk_ids))
+        with self.tx() as conn:
+            return int(conn.execute(delete(_E).where(cond)).rowcount or 0)

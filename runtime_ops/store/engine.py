@@ -1,0 +1,76 @@
+"""The state store's engine and transactions: one engine per URL (SQLite pragmas and BEGIN IMMEDIATE, or a
+PostgreSQL pool), `tx()`, and the one dialect-aware INSERT ... ON CONFLICT helper every repository uses."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, Table, create_engine, event
+from sqlalchemy.engine import Connection
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def engine_for(url: str) -> Engine:
+    """The process' engine for `url` (created once; a SQLite file's folder is created too)."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(url)
+        if engine is None:
+            engine = _ENGINES[url] = _create(url)
+        return engine
+
+
+def _create(url: str) -> Engine:
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    # Sensors, runs and the CLI are separate processes: wait for the writer instead of failing.
+    engine = create_engine(url, connect_args={"timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        # Let SQLAlchemy's "begin" below issue BEGIN IMMEDIATE: a deferred transaction that reads then writes
+        # fails at once (SQLITE_BUSY) when another process wrote in between.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+@contextlib.contextmanager
+def tx(engine: Engine) -> Iterator[Connection]:
+    """One transaction: committed when the block ends, rolled back when it raises."""
+    with engine.begin() as conn:
+        yield conn
+
+
+def upsert(table: Table, dialect: Connection | Engine | str) -> Any:
+    """`INSERT` with `ON CONFLICT` for PostgreSQL and SQLite alike: chain `.on_conflict_do_nothing()` (an
+    insert-once; check the rowcount for the outcome) or `.on_conflict_do_update(...)`."""
+    name = dialect if isinstance(dialect, str) else dialect.dialect.name
+    if name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)

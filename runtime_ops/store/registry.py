@@ -1,0 +1,219 @@
+"""The model registry of a pipeline: model versions (globally unique numbers, each owned by one pipeline),
+named aliases (`production`, `candidate`, `retrieval_index`, ...) with their history, and fenced alias writes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from runtime_ops.store import schema as t
+from runtime_ops.store.engine import utcnow
+from runtime_ops.store.scope import Repository, row_dict
+
+_M, _AL, _H = t.model_versions, t.aliases, t.alias_history
+# Aliases whose target is a retrieval index id; every other alias points at a model version.
+INDEX_ALIASES = frozenset({"retrieval_index"})
+
+
+class AliasConflict(RuntimeError):
+    """A fenced alias write carried a token older than the last accepted one."""
+
+
+class ForeignTarget(ValueError):
+    """An alias write whose target (model version or index) belongs to another pipeline."""
+
+
+def _alias_row(conn: Connection, pipeline: str, name: str) -> Any:
+    return conn.execute(
+        select(_AL).where(and_(_AL.c.pipeline == pipeline, _AL.c.name == name)).with_for_update()
+    ).first()
+
+
+def _check_target(conn: Connection, pipeline: str, name: str, target: int) -> None:
+    if name in INDEX_ALIASES:
+        table, key, what = t.retrieval_indexes, t.retrieval_indexes.c.id, "retrieval index"
+    else:
+        table, key, what = _M, _M.c.version, "model version"
+    owner = conn.execute(select(table.c.pipeline).where(key == target)).scalar()
+    if owner is not None and owner != pipeline:
+        raise ForeignTarget(
+            f"alias {name!r} of pipeline {pipeline!r} cannot point at {what} {target}: it belongs to pipeline {owner!r}"
+        )
+
+
+class Registry(Repository):
+    # ------------------------------------------------------------------ model versions
+    def register_model(
+        self,
+        *,
+        digest: str,
+        artifact_id: int,
+        params: dict[str, Any],
+        n_documents: int,
+        n_chunks: int,
+        corpus_revision: int,
+        run_id: str | None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Register a trained model; the same digest maps to the same version (returns created=False)."""
+        pipeline = self.owner("register a model")
+        with self.tx() as conn:
+            row = conn.execute(select(_M).where(and_(_M.c.pipeline == pipeline, _M.c.digest == digest))).first()
+            if row:
+                return dict(row._mapping), False
+            version = (conn.execute(select(func.max(_M.c.version))).scalar() or 0) + 1
+            values = {
+                "version": version,
+                "pipeline": pipeline,
+                "digest": digest,
+                "artifact_id": artifact_id,
+                "params": params,
+                "n_documents": n_documents,
+                "n_chunks": n_chunks,
+                "corpus_revision": corpus_revision,
+                "trained_at": utcnow(),
+                "run_id": run_id,
+            }
+            conn.execute(insert(_M).values(**values))
+            return values, True
+
+    def get_model(self, version: int) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            return row_dict(conn.execute(select(_M).where(and_(_M.c.version == version, self.owned(_M)))).first())
+
+    def latest_model(self) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            q = select(_M).where(self.owned(_M)).order_by(_M.c.version.desc()).limit(1)
+            return row_dict(conn.execute(q).first())
+
+    def models(self) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(_M).where(self.owned(_M)).order_by(_M.c.version))]
+
+    # ------------------------------------------------------------------ aliases
+    def alias(self, name: str) -> int | None:
+        """The target of the scope's alias `name`. An unscoped store has one per pipeline: use `aliases(name)`."""
+        pipeline = self.owner("read an alias")
+        with self.tx() as conn:
+            return conn.execute(
+                select(_AL.c.target).where(and_(_AL.c.pipeline == pipeline, _AL.c.name == name))
+            ).scalar()
+
+    def aliases(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Alias rows of the scope (every pipeline's when unscoped), optionally of one name."""
+        q = select(_AL).where(self.owned(_AL)).order_by(_AL.c.pipeline, _AL.c.name)
+        if name is not None:
+            q = q.where(_AL.c.name == name)
+        with self.tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def set_alias(
+        self,
+        name: str,
+        target: int,
+        *,
+        actor: str,
+        approval_id: str | None = None,
+        run_id: str | None = None,
+        fence: int | None = None,
+    ) -> int | None:
+        """Point `name` at `target` with a history row; returns the previous target.
+
+        With `fence`, the write is refused (AliasConflict) when a newer token already wrote the alias. A target
+        that belongs to another pipeline is refused (ForeignTarget).
+        """
+        pipeline = self.owner(f"set alias {name!r}")
+        now = utcnow()
+        with self.tx() as conn:
+            _check_target(conn, pipeline, name, target)
+            row = _alias_row(conn, pipeline, name)
+            old = row.target if row else None
+            if fence is not None and row is not None and fence < row.fence:
+                raise AliasConflict(f"stale write to alias {name!r}: fencing token {fence} is older than {row.fence}")
+            new_fence = fence if fence is not None else (row.fence if row else 0)
+            if row is None:
+                try:
+                    conn.execute(
+                        insert(_AL).values(pipeline=pipeline, name=name, target=target, fence=new_fence, updated_at=now)
+                    )
+                except IntegrityError as exc:  # a concurrent first write; caller retries via its own policy
+                    raise AliasConflict(f"concurrent first write to alias {name!r}") from exc
+            else:
+                conn.execute(
+                    update(_AL)
+                    .where(and_(_AL.c.pipeline == pipeline, _AL.c.name == name))
+                    .values(target=target, fence=new_fence, updated_at=now)
+                )
+            if old != target:
+                conn.execute(
+                    insert(_H).values(
+                        pipeline=pipeline,
+                        name=name,
+                        old_target=old,
+                        new_target=target,
+                        approval_id=approval_id,
+                        actor=actor,
+                        run_id=run_id,
+                        changed_at=now,
+                    )
+                )
+            return old
+
+    def remove_alias(self, name: str, *, actor: str, run_id: str | None = None, fence: int | None = None) -> int | None:
+        """Remove `name` (fenced like set_alias); returns the target it had."""
+        pipeline = self.owner(f"remove alias {name!r}")
+        now = utcnow()
+        with self.tx() as conn:
+            row = _alias_row(conn, pipeline, name)
+            if row is None:
+                return None
+            if fence is not None and fence < row.fence:
+                raise AliasConflict(f"stale write to alias {name!r}: fencing token {fence} is older than {row.fence}")
+            conn.execute(_AL.delete().where(and_(_AL.c.pipeline == pipeline, _AL.c.name == name)))
+            conn.execute(
+                insert(_H).values(
+                    pipeline=pipeline,
+                    name=name,
+                    old_target=row.target,
+                    new_target=None,
+                    actor=actor,
+                    run_id=run_id,
+                    changed_at=now,
+                )
+            )
+            return int(row.target)
+
+    def alias_history(self, name: str) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            q = select(_H).where(and_(_H.c.name == name, self.owned(_H))).order_by(_H.c.id)
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def remove_alias_compensation(alias: str) -> Any:
+    """A compensation that removes `alias` (of the request's pipeline) when it still points at the request's
+    candidate."""
+
+    def compensate(conn: Connection, request: dict[str, Any], now: datetime) -> dict[str, Any]:
+        pipeline = request["pipeline"]
+        row = _alias_row(conn, pipeline, alias)
+        if row is None or row.target != request["candidate_version"]:
+            return {"alias": alias, "removed": False, "why": "alias no longer points at this candidate"}
+        conn.execute(delete(_AL).where(and_(_AL.c.pipeline == pipeline, _AL.c.name == alias)))
+        conn.execute(
+            insert(_H).values(
+                pipeline=pipeline,
+                name=alias,
+                old_target=row.target,
+                new_target=0,
+                approval_id=request["id"],
+                actor="compensation",
+                run_id=None,
+                changed_at=now,
+            )
+        )
+        return {"alias": alias, "removed": True, "version": row.target}
+
+    return compensate

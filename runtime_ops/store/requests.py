@@ -1,0 +1,157 @@
+"""Approval requests of a pipeline: open (once per candidate digest, auditing the opening), get, list.
+
+Requests are pipeline-owned: a candidate digest has one request per pipeline, opening one supersedes only the
+pipeline's own pending requests, and a request id of another pipeline reads as unknown.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, and_, select, update
+from sqlalchemy.engine import Connection
+
+from runtime_ops.approvals.rules import RequestPolicy
+from runtime_ops.store import schema as t
+from runtime_ops.store.audit import Audit
+from runtime_ops.store.engine import upsert, utcnow
+from runtime_ops.store.scope import Repository, row_dict
+
+OPEN = "pending"
+_R = t.approval_requests
+
+
+def new_request_id(now: datetime) -> str:
+    return f"apr-{now:%Y%m%d}-{secrets.token_hex(4)}"
+
+
+class Requests(Repository):
+    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit) -> None:
+        super().__init__(engine, pipeline)
+        self._audit = audit
+
+    def open_request(
+        self,
+        *,
+        candidate_version: int,
+        candidate_digest: str,
+        eval_report_id: int,
+        requested_by: str,
+        kind: str = "human",
+        decided_by: str | None = None,
+        decision_reason: str | None = None,
+        run_id: str | None = None,
+        policy: RequestPolicy | None = None,
+        compensation: str | None = None,
+        now: datetime | None = None,
+        trace_context: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Open the approval request for a candidate digest, once. Returns (request, created).
+
+        A `policy` request is created already approved. Opening a request supersedes the pipeline's pending
+        requests for other digests: a decision applies only to the candidate it was shown.
+        """
+        pipeline = self.owner("open an approval request")
+        now = now or utcnow()
+        policy = policy or RequestPolicy()
+        request_id = new_request_id(now)
+        values: dict[str, Any] = {
+            "id": request_id,
+            "pipeline": pipeline,
+            "candidate_version": candidate_version,
+            "candidate_digest": candidate_digest,
+            "eval_report_id": eval_report_id,
+            "kind": kind,
+            "status": "approved" if kind == "policy" else OPEN,
+            "requested_by": requested_by,
+            "created_at": now,
+            "run_id": run_id,
+            "compensation": compensation if kind == "human" else None,
+            # W3C traceparent of the span that opened it: decisions link back to it across processes.
+            "trace_context": trace_context,
+            **(policy.to_columns(now) if kind == "human" else {"required_approvals": 1}),
+        }
+        if kind == "policy":
+            values.update(decided_at=now, decided_by=decided_by or "policy", decision_reason=decision_reason)
+        detail = {
+            "candidate_version": candidate_version,
+            "candidate_digest": candidate_digest,
+            "kind": kind,
+            "reason": decision_reason,
+            "required_approvals": values["required_approvals"],
+            "approvers": values.get("approvers") or [],
+        }
+        with self.tx() as conn:
+            existing = self.insert_once(conn, values, channel="dagster", detail=detail, now=now)
+            if existing is not None:
+                return existing, False
+            stale = conn.execute(
+                select(_R.c.id).where(and_(_R.c.pipeline == pipeline, _R.c.status == OPEN, _R.c.id != request_id))
+            ).all()
+            for s in stale:
+                conn.execute(
+                    update(_R)
+                    .where(and_(_R.c.id == s.id, _R.c.status == OPEN))
+                    .values(
+                        status="superseded",
+                        decided_at=now,
+                        superseded_by=request_id,
+                        decision_reason=f"superseded by {request_id}: the candidate changed",
+                    )
+                )
+                self._audit.append_in(
+                    conn,
+                    event="superseded",
+                    request_id=s.id,
+                    channel="dagster",
+                    outcome="superseded",
+                    detail={"superseded_by": request_id},
+                    now=now,
+                )
+            return values, True
+
+    def insert_once(
+        self, conn: Connection, values: dict[str, Any], *, channel: str, detail: dict[str, Any], now: datetime
+    ) -> dict[str, Any] | None:
+        """Insert the request `values` (of the scope's pipeline) and audit its opening, unless its candidate
+        digest already has a request in the pipeline (before, or by a concurrent opener winning the insert):
+        then that request, with nothing written."""
+        values = {**values, "pipeline": self.owner("open an approval request")}
+        by_digest = select(_R).where(
+            and_(_R.c.pipeline == values["pipeline"], _R.c.candidate_digest == values["candidate_digest"])
+        )
+        row = conn.execute(by_digest).first()
+        if row is None and conn.execute(upsert(_R, conn).on_conflict_do_nothing().values(**values)).rowcount:
+            self._audit.append_in(
+                conn,
+                event="request_opened",
+                request_id=values["id"],
+                actor=values["requested_by"],
+                channel=channel,
+                outcome=values["status"],
+                detail=detail,
+                now=now,
+            )
+            return None
+        return dict((row or conn.execute(by_digest).one())._mapping)
+
+    def request_for_digest(self, candidate_digest: str) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            q = select(_R).where(and_(_R.c.candidate_digest == candidate_digest, self.owned(_R)))
+            return row_dict(conn.execute(q.order_by(_R.c.created_at).limit(1)).first())
+
+    def get_request(self, request_id: str) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            return self.get_request_in(conn, request_id)
+
+    def get_request_in(self, conn: Connection, request_id: str) -> dict[str, Any] | None:
+        return row_dict(conn.execute(select(_R).where(and_(_R.c.id == request_id, self.owned(_R)))).first())
+
+    def list_requests(self, status: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        q = select(_R).where(self.owned(_R)).order_by(_R.c.created_at.desc()).limit(limit)
+        if status:
+            q = q.where(_R.c.status == status)
+        with self.tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]

@@ -1,0 +1,56 @@
+"""Pipeline scoping: several retrieval pipelines share one state store, each pipeline's state is its own.
+
+Every repository is bound to the shared engine and one pipeline (or none: an unscoped view whose reads span
+every pipeline and whose pipeline-owned writes are refused). Reads of owned tables filter by the scope, inserts
+set it, and a read by a global id (model version, request id, batch id, index id) of another pipeline's row
+finds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import ColumnElement, Engine, Table, true
+from sqlalchemy.engine import Connection
+
+from runtime_ops.store.engine import tx
+
+DEFAULT_PIPELINE = "demo"
+
+
+class UnscopedWrite(RuntimeError):
+    """A pipeline-owned write on an unscoped store (`open_store(url, pipeline=None)`)."""
+
+
+class Repository:
+    """Base of the store's repositories: the shared engine and the pipeline scope."""
+
+    def __init__(self, engine: Engine, pipeline: str | None) -> None:
+        self.engine = engine
+        self.pipeline = pipeline
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[Connection]:
+        with tx(self.engine) as conn:
+            yield conn
+
+    def owned(self, table: Table) -> ColumnElement[bool]:
+        """The scope's filter on a pipeline-owned table (no filter when unscoped)."""
+        if self.pipeline is None:
+            return true()
+        return table.c.pipeline == self.pipeline
+
+    def owner(self, what: str = "write") -> str:
+        """The pipeline a write belongs to; refuses on an unscoped store."""
+        if self.pipeline is None:
+            raise UnscopedWrite(
+                f"{type(self).__name__}: cannot {what} on an unscoped state store (opened with pipeline=None); "
+                "use store.scoped(<pipeline>)"
+            )
+        return self.pipeline
+
+
+def row_dict(row: Any) -> dict[str, Any] | None:
+    return dict(row._mapping) if row is not None else None
