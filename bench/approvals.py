@@ -4,7 +4,7 @@ Both servers run as their own uvicorn process (one worker each) on 127.0.0.1 aga
 PostgreSQL, and receive the same signed form bodies from 50 concurrent keep-alive clients:
 
 - ours: `POST /slack/interactions` - slack_sdk signature verification over the raw body, block_actions
-  parsing, then `store.cast_vote` (one transaction: request row lock, vote, hash-chained audit record,
+  parsing, then `store.votes.cast_vote` (one transaction: request row lock, vote, hash-chained audit record,
   delivery dedupe row).
 - baseline: `POST /insert` in `bench/bare_app.py` - read the body, one INSERT.
 
@@ -133,7 +133,7 @@ def _statements_per_click(database_url: str, request_id: str, actor: str) -> dic
 
     event.listen(store.engine, "before_cursor_execute", count)
     try:
-        result = store.cast_vote(
+        result = store.votes.cast_vote(
             request_id, actor=actor, approve=True, channel="slack", dedupe_key=f"bench-probe:{request_id}:{actor}"
         )
     finally:
@@ -153,7 +153,7 @@ def _outcomes(database_url: str) -> dict[str, Any]:
             select(t.interaction_deliveries.c.outcome, func.count()).group_by(t.interaction_deliveries.c.outcome)
         ).all()
         votes = conn.execute(select(func.count()).select_from(t.approval_votes)).scalar_one()
-    report = store.verify_audit()
+    report = store.audit_log.verify()
     return {
         "delivery_outcomes": {o: n for o, n in rows},
         "votes": votes,

@@ -317,8 +317,7 @@ def _measure_size(n: int, moto: MotoChild, pg: Any, s3: Any, sqs: Any) -> tuple[
     from runtime_ops.resources.landing import S3LandingSource
     from runtime_ops.resources.landing_resource import LandingResource
     from runtime_ops.resources.queue import EventQueue
-    from runtime_ops.store import open_store
-    from runtime_ops.store.store import NewObject
+    from runtime_ops.store import NewObject, open_store
 
     defaults = LandingResource(uri="s3://unused")
     batch_max, scan_max = defaults.batch_max_objects, defaults.scan_max_keys
@@ -343,18 +342,18 @@ def _measure_size(n: int, moto: MotoChild, pg: Any, s3: Any, sqs: Any) -> tuple[
     moto.call("populate", bucket, [(f"{PREFIX}{j:07d}.new.txt", _body(j, "new")) for j in spread])
 
     def listing_scan() -> Any:
-        return scan(source, store.known_versions, start_after=None, max_new=batch_max, max_keys=scan_max)
+        return scan(source, store.ledger.known_versions, start_after=None, max_new=batch_max, max_keys=scan_max)
 
     def record(result: Any) -> dict[str, Any] | None:
         new = [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new]
-        return store.record_batch(source.uri, new) if new else None
+        return store.ledger.record_batch(source.uri, new) if new else None
 
     def get_objects_tick() -> int:
         return len(get_objects(bucket=bucket, prefix=PREFIX, since_last_modified=since, client=s3))
 
     phases: dict[str, float] = {"populate_and_seed_ledger": populate_s}
     t0 = time.perf_counter()
-    store.known_versions([f"warm-up-{i}" for i in range(1000)])  # connection pool, compiled statement
+    store.ledger.known_versions([f"warm-up-{i}" for i in range(1000)])  # connection pool, compiled statement
     s3.list_objects_v2(Bucket=bucket, Prefix=PREFIX, MaxKeys=1)
     listing_s: list[float] = []
     listing_cpu: list[float] = []

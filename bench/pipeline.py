@@ -128,7 +128,7 @@ def _tally(url: str) -> tuple[dict[str, int], int]:
     store = open_store(url, migrate=False)
     with store.tx() as conn:
         chunks = conn.execute(select(func.count()).select_from(t.chunks)).scalar_one()
-    statuses = store.document_counts()
+    statuses = store.documents.document_counts()
     store.engine.dispose()
     return statuses, int(chunks)
 
@@ -140,8 +140,7 @@ def run_baseline(work: Path, landing: Path, n: int) -> Outcome:
     from runtime_ops.documents.scan import scan
     from runtime_ops.resources.landing import ObjectRef, open_landing
     from runtime_ops.settings import load_settings
-    from runtime_ops.store import open_store
-    from runtime_ops.store.store import NewObject
+    from runtime_ops.store import NewObject, open_store
 
     url = _fresh_store(work)
     max_bytes = load_settings().max_document_bytes
@@ -150,32 +149,34 @@ def run_baseline(work: Path, landing: Path, n: int) -> Outcome:
     store = open_store(url)
     source = open_landing(str(landing))
     # The landing tick: pending batches first (none here), then the ledger scan and the batch record.
-    store.batches(status="pending")
-    found = scan(source, store.known_versions, start_after=None, max_new=n, max_keys=100_000)
-    batch = store.record_batch(source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in found.new])
+    store.ledger.batches(status="pending")
+    found = scan(source, store.ledger.known_versions, start_after=None, max_new=n, max_keys=100_000)
+    batch = store.ledger.record_batch(
+        source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in found.new]
+    )
     assert batch is not None
     batch_id = batch["id"]
     t1 = time.perf_counter()
     # raw_documents
-    store.get_batch(batch_id)
-    todo = [d for d in store.batch_documents(batch_id) if d["status"] == "pending"]
+    store.ledger.get_batch(batch_id)
+    todo = [d for d in store.documents.batch_documents(batch_id) if d["status"] == "pending"]
     for doc in todo:
         ref = ObjectRef(key=doc["key"], version=doc["version"], size=doc["size"], last_modified=doc["last_modified"])
         try:
             parsed = parse_document(doc["key"], source.read(ref), max_bytes=max_bytes)
         except QuarantineError as exc:
-            store.quarantine(doc["id"], exc.code, exc.reason)
+            store.documents.quarantine(doc["id"], exc.code, exc.reason)
             continue
-        store.store_parsed(
+        store.documents.store_parsed(
             doc["id"], content_hash=parsed.content_hash, fmt=parsed.format, title=parsed.title, text=parsed.text
         )
-    Counter(d["status"] for d in store.batch_documents(batch_id))
+    Counter(d["status"] for d in store.documents.batch_documents(batch_id))
     t2 = time.perf_counter()
     # document_chunks
-    for doc in store.parsed_documents(batch_id):
-        store.store_chunks(doc["id"], chunk_text(doc["text"] or ""))
-    store.mark_batch(batch_id, "ingested", run_id="baseline")
-    store.corpus_revision()
+    for doc in store.documents.parsed_documents(batch_id):
+        store.documents.store_chunks(doc["id"], chunk_text(doc["text"] or ""))
+    store.ledger.mark_batch(batch_id, "ingested", run_id="baseline")
+    store.ledger.corpus_revision()
     t3, c3 = time.perf_counter(), time.process_time()
     statuses, chunks = _tally(url)
     return Outcome(t3 - t0, c3 - c0, {"scan": t1 - t0, "parse": t2 - t1, "chunk": t3 - t2}, statuses, chunks)

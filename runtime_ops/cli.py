@@ -41,7 +41,7 @@ def _print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
 
 
 def cmd_approvals_list(args: argparse.Namespace) -> int:
-    rows = _store().list_requests(status=args.status)
+    rows = _store().requests.list_requests(status=args.status)
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return 0
@@ -56,9 +56,9 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     from runtime_ops import clock
 
     store = _store()
-    request = store.get_request(args.request_id)
+    request = store.requests.get_request(args.request_id)
     if request is not None and request["status"] == "pending":
-        report = store.get_eval_report(request["eval_report_id"])
+        report = store.evaluations.get_eval_report(request["eval_report_id"])
         if report:
             print(report["markdown"])
             print(f"\nverdict: {report['verdict']['reason']}\n")
@@ -102,7 +102,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_verify(_: argparse.Namespace) -> int:
-    report = _store().verify_audit()
+    report = _store().audit_log.verify()
     if report.ok:
         print(f"audit chain intact: {report.records} records")
         return 0
@@ -111,7 +111,7 @@ def cmd_audit_verify(_: argparse.Namespace) -> int:
 
 
 def cmd_audit_show(args: argparse.Namespace) -> int:
-    records = _store().audit_records(args.request_id)
+    records = _store().audit_log.records(args.request_id)
     if not records:
         print(f"no audit records for {args.request_id}")
         return 1
@@ -141,17 +141,17 @@ def cmd_status(_: argparse.Namespace) -> int:
     settings = get_settings()
     print(f"state store : {settings.resolved_database_url}")
     print(f"landing     : {settings.resolved_landing}")
-    print(f"batches     : {len(store.batches())} (corpus revision {store.corpus_revision()})")
-    print(f"documents   : {store.document_counts()}")
-    print(f"models      : {[m['version'] for m in store.models()]}")
-    print(f"candidate   : {store.alias('candidate')}   production: {store.alias('production')}")
-    index = store.current_index()
+    print(f"batches     : {len(store.ledger.batches())} (corpus revision {store.ledger.corpus_revision()})")
+    print(f"documents   : {store.documents.document_counts()}")
+    print(f"models      : {[m['version'] for m in store.registry.models()]}")
+    print(f"candidate   : {store.registry.alias('candidate')}   production: {store.registry.alias('production')}")
+    index = store.indexes.current_index()
     if index:
         print(
             f"index       : #{index['id']} model v{index['model_version']} rev {index['corpus_revision']} "
             f"({index['n_chunks']} chunks)"
         )
-    pending = store.list_requests(status="pending")
+    pending = store.requests.list_requests(status="pending")
     print(f"pending approvals: {[r['id'] for r in pending]}")
     return 0
 

@@ -93,15 +93,15 @@ def make_candidate(
 
     data = f"model-{version_seed}".encode()
     digest = hashlib.sha256(data).hexdigest()
-    artifact = store.put_artifact("embedder", data, digest)
-    model, _ = store.register_model(
+    artifact = store.artifacts.put_artifact("embedder", data, digest)
+    model, _ = store.registry.register_model(
         digest=digest, artifact_id=artifact, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None
     )
     cand = {"ndcg@5": candidate, "recall@5": candidate + 0.1, "mrr": candidate - 0.05}
     prod = (
         None if production is None else {"ndcg@5": production, "recall@5": production + 0.1, "mrr": production - 0.05}
     )
-    return store.record_eval_report(
+    return store.evaluations.record_eval_report(
         candidate_version=model["version"],
         production_version=None,
         candidate_metrics=cand,
@@ -129,7 +129,7 @@ def open_pending(
     requested_by: str = "runtime_ops",
 ) -> dict[str, Any]:
     report = make_candidate(store, version_seed=seed)
-    request, created = store.open_request(
+    request, created = store.requests.open_request(
         candidate_version=report["candidate_version"],
         candidate_digest=report["candidate_digest"],
         eval_report_id=report["id"],
@@ -141,5 +141,5 @@ def open_pending(
         run_id="run-1",
     )
     assert created
-    store.set_alias("canary", report["candidate_version"], actor="gate", approval_id=request["id"])
+    store.registry.set_alias("canary", report["candidate_version"], actor="gate", approval_id=request["id"])
     return request

@@ -135,7 +135,7 @@ def serving_v1(landing: Path, instance: Any) -> tuple[Any, Flow]:
     store = open_store(get_settings().resolved_database_url)
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
-    assert store.alias("production") == 1
+    assert store.registry.alias("production") == 1
     return store, flow
 
 
@@ -148,6 +148,6 @@ def pending_candidate(landing: Path, instance: Any) -> tuple[Any, dict[str, Any]
     shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
-    [pending] = store.list_requests(status="pending")
-    assert store.alias("production") == 1 and pending["candidate_version"] == 2
+    [pending] = store.requests.list_requests(status="pending")
+    assert store.registry.alias("production") == 1 and pending["candidate_version"] == 2
     return store, pending, flow

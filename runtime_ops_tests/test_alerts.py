@@ -20,9 +20,8 @@ from sqlalchemy import select, text
 from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
-from runtime_ops.store import open_store
+from runtime_ops.store import AliasConflict, open_store
 from runtime_ops.store import schema as t
-from runtime_ops.store.store import AliasConflict
 from runtime_ops_tests.approvals_support import ApiServer
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.servers import free_port
@@ -239,12 +238,12 @@ def production_v2(env: Any, postgres_url: str, redis_url: str, instance: Any, tm
     shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
-    [pending] = store.list_requests(status="pending")
+    [pending] = store.requests.list_requests(status="pending")
     assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     [request] = flow.tick("approvals_sensor")
     assert flow.run("approvals_sensor", request).success
     flow.tick("approvals_sensor")  # records the promotion run on the request
-    assert store.alias("production") == 2
+    assert store.registry.alias("production") == 2
     return store, flow
 
 
@@ -271,7 +270,7 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
         RUNTIME_OPS_ALERT_RULES=str(rules),
         RUNTIME_OPS_ALERT_TOKEN=token,
     )
-    index_before = store.current_index()
+    index_before = store.indexes.current_index()
     api = ApiServer(get_settings()).start()
     am = Alertmanager(tmp_path / "am", f"{api.url}/alerts/alertmanager", bearer_token=token)
     try:
@@ -299,12 +298,14 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
         [embeddings, index] = result.asset_materializations_for_node("demo__reembed_embeddings")
         assert embeddings.metadata["dropped"].value == embeddings.metadata["embedded_now"].value > 0
         assert index.metadata["model_version"].value == 1
-        assert store.embedding_counts(1)["embedded"] == store.embedding_counts(1)["current_chunks"]
-        assert store.current_index()["model_version"] == 1
-        assert store.current_index()["id"] == index_before["id"]  # the same vectors: the same index
+        assert (
+            store.embeddings.embedding_counts(1)["embedded"] == store.embeddings.embedding_counts(1)["current_chunks"]
+        )
+        assert store.indexes.current_index()["model_version"] == 1
+        assert store.indexes.current_index()["id"] == index_before["id"]  # the same vectors: the same index
 
         assert flow.tick("alert_sensor") == []  # records the run id and its outcome
-        [row] = store.list_alerts()
+        [row] = store.alerts.list_alerts()
         assert (row["action_status"], row["run_id"], row["rule"]) == ("succeeded", result.run_id, "index-corrupt")
 
         # Re-firing the same alert (Alertmanager keeps its startsAt) and a redelivery of the webhook launch
@@ -353,7 +354,7 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
     fired = alert("RetrievalQualityRegressed", "0a1b2c3d4e5f6071", "2026-11-29T10:00:00Z", severity="page")
     assert inbox.post(webhook(fired)).json()["new"] == 1
     fence_before = fence_of(store, "production")
-    history_before = store.alias_history("production")
+    history_before = store.registry.alias_history("production")
 
     [request] = flow.tick("alert_sensor")
     assert request.job_name == "demo__rollback_job"
@@ -372,9 +373,9 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
 
     result = flow.run("alert_sensor", request)
     assert result.success
-    assert store.alias("production") == 1
-    assert store.current_index()["model_version"] == 1  # the saga swapped the index back too
-    moved = store.alias_history("production")[len(history_before) :]
+    assert store.registry.alias("production") == 1
+    assert store.indexes.current_index()["model_version"] == 1  # the saga swapped the index back too
+    moved = store.registry.alias_history("production")[len(history_before) :]
     assert [(h["old_target"], h["new_target"], h["actor"]) for h in moved] == [(2, 1, "rollback:preapproved")]
     fence_after = fence_of(store, "production")
     assert fence_after > fence_before
@@ -385,8 +386,8 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
 
     # A holder with an older fencing token cannot move production any more.
     with pytest.raises(AliasConflict, match="older than"):
-        store.set_alias("production", 2, actor="stale-holder", fence=fence_before)
-    assert store.alias("production") == 1
+        store.registry.set_alias("production", 2, actor="stale-holder", fence=fence_before)
+    assert store.registry.alias("production") == 1
 
     assert flow.tick("alert_sensor") == []
     first = next(a for a in inbox.alerts() if a["starts_at"].startswith("2026-11-29T10:00"))
@@ -395,7 +396,7 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
 
     # Re-executing the rollback (a retried run) finds its saga done: production moved once.
     assert flow.run("alert_sensor", request).success
-    assert len(store.alias_history("production")) == len(history_before) + 1
+    assert len(store.registry.alias_history("production")) == len(history_before) + 1
 
     # Once it is over, a new alert has nothing to roll back to: v1's predecessor v2 was rolled back from.
     inbox.post(webhook(alert("RetrievalQualityRegressed", "0a1b2c3d4e5f6071", "2026-11-29T10:30:00Z")))
@@ -419,13 +420,13 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
     assert flow.tick("alert_sensor") == []  # no run yet: a human decides first
     [entry] = inbox.alerts()
     assert entry["action_status"] == "awaiting_approval"
-    request = store.get_request(entry["approval_id"])
+    request = store.requests.get_request(entry["approval_id"])
     assert (request["kind"], request["status"], request["candidate_version"]) == ("human", "pending", 1)
     assert request["requested_by"] == "alertmanager:RetrievalQualityRegressed"
-    assert store.alias("production") == 2
+    assert store.registry.alias("production") == 2
 
     assert flow.tick("approvals_sensor") == []  # announced (signed links in the log), nothing launched
-    assert store.get_request(request["id"])["notified_at"] is not None
+    assert store.requests.get_request(request["id"])["notified_at"] is not None
     assert cli(["approvals", "approve", request["id"], "--as", "bob", "--reason", "v2 answers worse"]) == 0
     assert flow.tick("approvals_sensor") == []  # the alert sensor launches rollbacks, not promotion_job
 
@@ -434,8 +435,8 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
     assert run_request.tags["runtime_ops/rollback_approval_id"] == request["id"]
     result = flow.run("alert_sensor", run_request)
     assert result.success
-    assert store.alias("production") == 1
-    last = store.alias_history("production")[-1]
+    assert store.registry.alias("production") == 1
+    last = store.registry.alias_history("production")[-1]
     assert (last["old_target"], last["new_target"], last["actor"], last["approval_id"]) == (
         2,
         1,
@@ -443,10 +444,10 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
         request["id"],
     )
     assert flow.tick("alert_sensor") == []
-    assert store.get_request(request["id"])["promotion_run_id"] == result.run_id
+    assert store.requests.get_request(request["id"])["promotion_run_id"] == result.run_id
     assert inbox.alerts()[0]["action_status"] == "succeeded"
-    assert store.verify_audit().ok
-    assert any(r["event"] == "promoted" for r in store.audit_records(request["id"]))
+    assert store.audit_log.verify().ok
+    assert any(r["event"] == "promoted" for r in store.audit_log.records(request["id"]))
 
 
 def test_rollback_is_a_compare_and_set_on_production(
@@ -464,18 +465,18 @@ def test_rollback_is_a_compare_and_set_on_production(
     inbox = open_inbox()
     inbox.post(webhook(alert("Q", "1234567890abcdef", "2026-11-29T12:00:00Z")))
     [request] = flow.tick("alert_sensor")  # planned: v2 -> v1
-    store.remove_alias("production", actor="operator")  # production changed before the run started
+    store.registry.remove_alias("production", actor="operator")  # production changed before the run started
     result = flow.run("alert_sensor", request)
     assert not result.success
     failure = result.failure_data_for_node("demo__rollback_production")
     assert "production is unset, not v2 as when the alert fired" in str(failure.error)
-    assert store.alias("production") is None
+    assert store.registry.alias("production") is None
     flow.tick("alert_sensor")
-    assert store.list_alerts()[0]["action_status"] == "failed"
+    assert store.alerts.list_alerts()[0]["action_status"] == "failed"
 
     # Production already where the rollback would take it: nothing to do, nothing written.
-    store.set_alias("production", 1, actor="operator")
-    history = store.alias_history("production")
+    store.registry.set_alias("production", 1, actor="operator")
+    history = store.registry.alias_history("production")
     outcome = run_rollback(
         store,
         open_locker(get_settings()),
@@ -486,7 +487,7 @@ def test_rollback_is_a_compare_and_set_on_production(
         approval_id=None,
         run_id=None,
     )
-    assert outcome.status == "noop" and store.alias_history("production") == history
+    assert outcome.status == "noop" and store.registry.alias_history("production") == history
 
     # A later alert plans from production as it is now (v1, set by hand) to the version before it (v2).
     inbox.post(webhook(alert("Q", "fedcba0987654321", "2026-11-29T12:05:00Z")))

@@ -99,21 +99,21 @@ class World:
         return open_pending(self.store, policy, now=self.clock.now(), seed=seed)
 
     def get(self, request_id: str | None = None) -> dict[str, Any]:
-        return self.store.get_request(request_id or self.request["id"])
+        return self.store.requests.get_request(request_id or self.request["id"])
 
     def link_uses(self) -> list[dict[str, Any]]:
         with self.store.tx() as conn:
             return [dict(r._mapping) for r in conn.execute(select(t.link_uses))]
 
     def attempts(self) -> list[dict[str, Any]]:
-        return [r for r in self.store.audit_records() if r["event"] == "attempt"]
+        return [r for r in self.store.audit_log.records() if r["event"] == "attempt"]
 
     def snapshot(self) -> tuple[Any, ...]:
         """Everything a decision could change (the request's audit-chain head moves with every attempt)."""
         rid = self.request["id"]
-        decided = [r for r in self.store.audit_records() if r["event"] == "decided"]
+        decided = [r for r in self.store.audit_log.records() if r["event"] == "decided"]
         request = {k: v for k, v in self.get().items() if k not in ("audit_seq", "audit_hash")}
-        return request, self.store.votes(rid), self.link_uses(), decided
+        return request, self.store.votes.for_request(rid), self.link_uses(), decided
 
 
 @pytest.fixture
@@ -206,7 +206,7 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, tmp_path
     request = world.get()
     assert request["status"] == "approved" and request["decided_by"] == "alice"
     assert request["decided_at"] == world.clock.now() and request["decision_reason"] is None
-    [vote] = world.store.votes(rid)
+    [vote] = world.store.votes.for_request(rid)
     assert (vote["actor"], vote["vote"], vote["channel"]) == ("alice", "approve", "link")
     [use] = world.link_uses()
     assert (use["request_id"], use["approver"], use["action"]) == (rid, "alice", "approve")
@@ -217,9 +217,9 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, tmp_path
         "link",
         "accepted",
     )
-    [decided] = [r for r in world.store.audit_records(rid) if r["event"] == "decided"]
+    [decided] = [r for r in world.store.audit_log.records(rid) if r["event"] == "decided"]
     assert (decided["outcome"], decided["actor"], decided["channel"]) == ("approved", "alice", "link")
-    assert world.store.verify_audit().ok
+    assert world.store.audit_log.verify().ok
 
 
 def test_a_used_link_is_refused_and_a_replayed_post_changes_nothing(world: World, page: Page) -> None:
@@ -245,7 +245,7 @@ def test_a_used_link_is_refused_and_a_replayed_post_changes_nothing(world: World
     assert replay.status == 409 and "already used" in replay.text()
 
     assert world.snapshot() == before
-    assert len(world.store.votes(world.request["id"])) == 1
+    assert len(world.store.votes.for_request(world.request["id"])) == 1
     assert [(a["outcome"], a["channel"]) for a in world.attempts()] == [
         ("accepted", "link"),
         ("link_reused", "link"),
@@ -274,7 +274,7 @@ def test_an_expired_link_is_refused_and_changes_nothing(world: World, page: Page
     assert other.locator("#approve").count() == 0
 
     assert world.snapshot() == before
-    assert world.get()["status"] == "pending" and world.store.votes(world.request["id"]) == []
+    assert world.get()["status"] == "pending" and world.store.votes.for_request(world.request["id"]) == []
     [attempt] = world.attempts()
     assert (attempt["channel"], attempt["outcome"], attempt["request_id"]) == ("link", "expired_link", None)
     assert attempt["detail"]["action"] == "approve" and "expired" in attempt["detail"]["message"]
@@ -324,12 +324,12 @@ def test_bob_rejects_a_second_request_with_a_reason(world: World, page: Page) ->
     request = world.get(second["id"])
     assert request["status"] == "rejected" and request["decided_by"] == "bob"
     assert request["decision_reason"] == reason
-    [vote] = world.store.votes(second["id"])
+    [vote] = world.store.votes.for_request(second["id"])
     assert (vote["actor"], vote["vote"], vote["channel"]) == ("bob", "reject", "link")
     [attempt] = [a for a in world.attempts() if a["request_id"] == second["id"]]
     assert (attempt["actor"], attempt["channel"], attempt["outcome"]) == ("bob", "link", "accepted")
     assert attempt["detail"]["reason"] == reason
-    [decided] = [r for r in world.store.audit_records(second["id"]) if r["event"] == "decided"]
+    [decided] = [r for r in world.store.audit_log.records(second["id"]) if r["event"] == "decided"]
     assert decided["outcome"] == "rejected" and decided["detail"]["reason"] == reason
     assert world.get()["status"] == "superseded"  # the first request was not touched by bob's vote
-    assert world.store.votes(world.request["id"]) == []
+    assert world.store.votes.for_request(world.request["id"]) == []

@@ -31,16 +31,16 @@ def test_fifty_concurrent_clicks_one_outcome(world: World, flow, mix: str) -> No
     with ThreadPoolExecutor(max_workers=50) as pool:
         replies = list(pool.map(world.post, bodies))
     assert [r.status_code for r in replies] == [200] * 50
-    request = world.store.get_request(world.request["id"])
+    request = world.store.requests.get_request(world.request["id"])
     attempts = world.audit()
     assert len(attempts) == 50
     assert [r["outcome"] for r in attempts].count("accepted") == 1
     assert {r["outcome"] for r in attempts} == {"accepted", "already_decided"}
     [decided] = world.audit("decided")
-    assert decided["outcome"] == request["status"] and len(world.store.votes(request["id"])) == 1
+    assert decided["outcome"] == request["status"] and len(world.store.votes.for_request(request["id"])) == 1
     winner = next(r for r in attempts if r["outcome"] == "accepted")
     assert request["decided_by"] == winner["actor"]
-    assert world.store.verify_audit().ok
+    assert world.store.audit_log.verify().ok
 
     f = flow()
     launched = f.tick("approvals_sensor") + f.tick("approvals_sensor")
@@ -68,35 +68,35 @@ def test_escalation_and_expiry_survive_restarts(world: World, flow) -> None:  # 
     f = flow()  # a new daemon process: fresh definitions and cursor
     f.tick("approvals_sensor")
     assert len(world.slack.thread_replies(world.ts)) == 1  # escalated once
-    assert [r["event"] for r in world.store.audit_records(rid)].count("escalated") == 1
+    assert [r["event"] for r in world.store.audit_log.records(rid)].count("escalated") == 1
     assert [r["outcome"] for r in world.audit()] == ["unauthorised"]
     assert world.click("U9").status_code == 200  # once escalated, the escalation approver may decide
-    assert world.status() == "approved" and world.store.get_request(rid)["decided_by"] == "U9"
+    assert world.status() == "approved" and world.store.requests.get_request(rid)["decided_by"] == "U9"
 
 
 @pytest.mark.parametrize("world", [{"approvers": "U2,U3", "escalate_after": "1h", "expire_after": "2h"}], indirect=True)
 def test_expiry_fails_closed_and_compensates_once(world: World, flow) -> None:  # noqa: F811
     rid = world.request["id"]
     store = world.store
-    assert store.alias("canary") == world.request["candidate_version"]
+    assert store.registry.alias("canary") == world.request["candidate_version"]
     f = flow()
     f.tick("approvals_sensor")
     world.clock.advance(hours=2, minutes=1)
     world.api.restart()
     f = flow()
     f.tick("approvals_sensor")
-    request = store.get_request(rid)
+    request = store.requests.get_request(rid)
     assert request["status"] == "expired" and "fail closed" in request["decision_reason"]
-    assert store.alias("canary") is None  # the compensation removed the canary alias
+    assert store.registry.alias("canary") is None  # the compensation removed the canary alias
     world.slack.wait_for(lambda s: "Expired" in json.dumps(s.messages[world.ts]["blocks"]))
     assert '"action_id"' not in json.dumps(world.slack.messages[world.ts]["blocks"])
     for _ in range(2):
         world.api.restart()
         flow().tick("approvals_sensor")
-    events = [r["event"] for r in store.audit_records(rid)]
+    events = [r["event"] for r in store.audit_log.records(rid)]
     assert events.count("expired") == 1 and events.count("compensated") == 1
     reply = world.click("U2")
-    assert reply.status_code == 200 and store.get_request(rid)["status"] == "expired"
+    assert reply.status_code == 200 and store.requests.get_request(rid)["status"] == "expired"
     assert world.audit()[-1]["outcome"] == "already_decided"
     assert flow().tick("approvals_sensor") == []  # nothing to promote
 
@@ -105,13 +105,13 @@ def test_expiry_fails_closed_and_compensates_once(world: World, flow) -> None:  
 def test_a_click_after_the_deadline_expires_the_request(world: World, flow) -> None:  # noqa: F811
     world.clock.advance(hours=3)
     world.click("U2")
-    request = world.store.get_request(world.request["id"])
-    assert request["status"] == "expired" and world.store.votes(request["id"]) == []
+    request = world.store.requests.get_request(world.request["id"])
+    assert request["status"] == "expired" and world.store.votes.for_request(request["id"]) == []
     assert world.audit()[-1]["outcome"] == "expired"
     flow().tick("approvals_sensor")  # the sensor runs the compensation for it, once
     flow().tick("approvals_sensor")
-    assert [r["event"] for r in world.store.audit_records(request["id"])].count("compensated") == 1
-    assert world.store.alias("canary") is None
+    assert [r["event"] for r in world.store.audit_log.records(request["id"])].count("compensated") == 1
+    assert world.store.registry.alias("canary") is None
 
 
 def test_tampering_with_one_audit_record_is_named(world: World, capsys) -> None:  # noqa: F811
@@ -119,7 +119,7 @@ def test_tampering_with_one_audit_record_is_named(world: World, capsys) -> None:
     world.click("U2")
     assert cli(["audit", "verify"]) == 0
     assert "intact" in capsys.readouterr().out
-    records = world.store.audit_records()
+    records = world.store.audit_log.records()
     victim = records[len(records) // 2]["id"]
     with world.store.tx() as conn:
         conn.execute(text("UPDATE audit_log SET actor = 'mallory' WHERE id = :id"), {"id": victim})

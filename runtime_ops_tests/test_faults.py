@@ -94,11 +94,11 @@ def embedding_integrity(store: Any, version: int) -> dict[str, int]:
 
 
 def registry(store: Any) -> dict[str, Any]:
-    return {name: store.alias(name) for name in ("production", "retrieval_index", "candidate")}
+    return {name: store.registry.alias(name) for name in ("production", "retrieval_index", "candidate")}
 
 
 def promoted_records(store: Any, request_id: str) -> list[dict[str, Any]]:
-    return [r for r in store.audit_records(request_id) if r["event"] == "promoted"]
+    return [r for r in store.audit_log.records(request_id) if r["event"] == "promoted"]
 
 
 def production_with_backlog(env, postgres_url, topology, tmp_path):  # type: ignore[no-untyped-def]
@@ -114,10 +114,10 @@ def production_with_backlog(env, postgres_url, topology, tmp_path):  # type: ign
     store = open_store(get_settings().resolved_database_url)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
-    assert train.success and store.alias("production") == 1
+    assert train.success and store.registry.alias("production") == 1
     write_bulk(landing, n_files=30, chars=50_000)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
-    before = store.embedding_counts(1)
+    before = store.embeddings.embedding_counts(1)
     assert before["current_chunks"] - before["embedded"] > 4 * 256, before
 
     topo.wait_code_server()
@@ -130,15 +130,17 @@ def launch_embedding_run(topo: Topology, store: Any, before: dict[str, int]) -> 
     """index_job through the run queue; returns once its worker has committed a first batch."""
     run_id = topo.launch("demo__index_job", run_config=IN_PROCESS)
     topo.wait_for_run(run_id, ("STARTED",), timeout=60)
-    wait_for(lambda: store.embedding_counts(1)["embedded"] > before["embedded"], 60, "a first committed batch")
+    wait_for(
+        lambda: store.embeddings.embedding_counts(1)["embedded"] > before["embedded"], 60, "a first committed batch"
+    )
     return run_id
 
 
 def assert_fully_embedded_once(topo: Topology, store: Any, before: dict[str, int]) -> dict[str, int]:
-    after = store.embedding_counts(1)
+    after = store.embeddings.embedding_counts(1)
     assert after["embedded"] == after["current_chunks"] == before["current_chunks"], after
     assert embedding_integrity(store, 1) == {"duplicated": 0, "not_exactly_one": 0}
-    index = store.current_index()
+    index = store.indexes.current_index()
     assert index["model_version"] == 1 and index["n_chunks"] == after["current_chunks"]
     return after
 
@@ -156,7 +158,7 @@ def test_sigkill_of_the_run_worker_during_document_embeddings(env, postgres_url,
     # The code server noticed its child die and failed the run (the default launcher cannot resume it).
     assert any("was terminated by signal 9 (SIGKILL)" in (e.message or "") for e in topo.events(run_id))
     # The worker is gone, so this count is final for the killed run.
-    at_kill = store.embedding_counts(1)["embedded"]
+    at_kill = store.embeddings.embedding_counts(1)["embedded"]
     assert before["embedded"] < at_kill < before["current_chunks"], "the kill must land between two batches"
 
     retry = topo.wait_for_retry(run_id, timeout=30)
@@ -219,36 +221,41 @@ def test_postgres_restart_during_an_approval(env, postgres_server, postgres_url,
     topo.set_sensors(running={"demo__approvals_sensor"})  # the approval becomes a promotion run through the daemon
     topo.start_daemon()
 
-    first = store.cast_vote(rid, actor="alice", approve=True, channel="cli")
+    first = store.votes.cast_vote(rid, actor="alice", approve=True, channel="cli")
     assert first.outcome == "recorded", first.message  # 1 of 2
     # PostgreSQL crashes while bob decides: his attempt fails as a whole, alice's acknowledged vote survives.
     postgres_server.stop("immediate")
     with pytest.raises(OperationalError):
-        store.cast_vote(rid, actor="bob", approve=True, channel="cli")
+        store.votes.cast_vote(rid, actor="bob", approve=True, channel="cli")
     postgres_server.start()
-    assert store.get_request(rid)["status"] == "pending"
-    assert [(v["actor"], v["vote"]) for v in store.votes(rid)] == [("alice", "approve")]
-    second = store.cast_vote(rid, actor="bob", approve=True, channel="cli")
-    assert second.outcome == "accepted" and store.get_request(rid)["status"] == "approved", second.message
+    assert store.requests.get_request(rid)["status"] == "pending"
+    assert [(v["actor"], v["vote"]) for v in store.votes.for_request(rid)] == [("alice", "approve")]
+    second = store.votes.cast_vote(rid, actor="bob", approve=True, channel="cli")
+    assert second.outcome == "accepted" and store.requests.get_request(rid)["status"] == "approved", second.message
 
     # ... and crashes again between the decision and the promotion run.
     postgres_server.restart("immediate")
     faulted = time.monotonic()
-    wait_for(lambda: store.alias("production") == 2, 150, "production on v2")
+    wait_for(lambda: store.registry.alias("production") == 2, 150, "production on v2")
     recovered = time.monotonic() - faulted
 
     [run] = topo.instance.get_runs(dg.RunsFilter(tags={APPROVAL_TAG: rid}))
     assert topo.wait_for_run(run.run_id, timeout=120).status.value == "SUCCESS", topo.log_tails()
     # A later tick of the sensor sees the run and records it instead of launching another.
-    wait_for(lambda: store.get_request(rid)["promotion_run_id"] == run.run_id, 60, "the request marked launched")
+    wait_for(
+        lambda: store.requests.get_request(rid)["promotion_run_id"] == run.run_id, 60, "the request marked launched"
+    )
     assert len(topo.instance.get_runs(dg.RunsFilter(tags={APPROVAL_TAG: rid}))) == 1
-    request = store.get_request(rid)
+    request = store.requests.get_request(rid)
     assert request["status"] == "approved"
-    assert sorted((v["actor"], v["vote"]) for v in store.votes(rid)) == [("alice", "approve"), ("bob", "approve")]
-    assert [h["new_target"] for h in store.alias_history("production")] == [1, 2]
-    assert store.load_saga(f"promote-{rid}")["status"] == "done"
+    assert sorted((v["actor"], v["vote"]) for v in store.votes.for_request(rid)) == [
+        ("alice", "approve"),
+        ("bob", "approve"),
+    ]
+    assert [h["new_target"] for h in store.registry.alias_history("production")] == [1, 2]
+    assert store.sagas.load_saga(f"promote-{rid}")["status"] == "done"
     assert len(promoted_records(store, rid)) == 1
-    assert store.verify_audit().ok
+    assert store.audit_log.verify().ok
     topo.assert_running()
     report(capsys, "PostgreSQL restarted during an approval (decision kept, promoted once)", recovered)
 
@@ -264,7 +271,7 @@ def test_redis_down_during_promotion_fails_closed_then_promotes_once(
     assert cli(["approvals", "approve", rid, "--as", "alice"]) == 0
     [request] = flow.tick("approvals_sensor")
     before = registry(store)
-    history_before = store.alias_history("production")
+    history_before = store.registry.alias_history("production")
 
     outage = 4.0
     seen: dict[str, Any] = {}
@@ -274,8 +281,8 @@ def test_redis_down_during_promotion_fails_closed_then_promotes_once(
         # What the promotion did while Redis was down: nothing (fail closed).
         seen.update(
             registry=registry(store),
-            history=store.alias_history("production"),
-            saga=store.load_saga(f"promote-{rid}"),
+            history=store.registry.alias_history("production"),
+            saga=store.sagas.load_saga(f"promote-{rid}"),
         )
         redis_server.start()
         seen["back"] = time.monotonic()
@@ -295,11 +302,11 @@ def test_redis_down_during_promotion_fails_closed_then_promotes_once(
     retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     assert retries and all(e.step_key == "demo__production_model" for e in retries)
     assert "LockUnavailable" in str(retries[0].event_specific_data.error)
-    assert store.alias("production") == 2
-    assert [h["new_target"] for h in store.alias_history("production")] == [1, 2]
-    index_moves = [h for h in store.alias_history("retrieval_index") if h["approval_id"] == rid]
-    assert len(index_moves) == 1 and store.current_index()["model_version"] == 2
-    assert store.load_saga(f"promote-{rid}")["status"] == "done" and len(promoted_records(store, rid)) == 1
+    assert store.registry.alias("production") == 2
+    assert [h["new_target"] for h in store.registry.alias_history("production")] == [1, 2]
+    index_moves = [h for h in store.registry.alias_history("retrieval_index") if h["approval_id"] == rid]
+    assert len(index_moves) == 1 and store.indexes.current_index()["model_version"] == 2
+    assert store.sagas.load_saga(f"promote-{rid}")["status"] == "done" and len(promoted_records(store, rid)) == 1
     report(
         capsys,
         f"Redis stopped during promotion ({outage:.0f} s outage, {len(retries)} closed attempts; from Redis back)",
@@ -347,12 +354,14 @@ def test_two_landing_sensor_ticks_racing_record_each_object_once(
             assert first.run("landing_sensor", request).success
     recovered = time.monotonic() - started
 
-    docs = [d for b in store.batches() for d in store.batch_documents(b["id"])]
+    docs = [d for b in store.ledger.batches() for d in store.documents.batch_documents(b["id"])]
     assert sorted(d["key"] for d in docs) == sorted(written), "each object version is in exactly one batch"
-    assert all(b["n_objects"] > 0 and b["status"] == "ingested" for b in store.batches())
+    assert all(b["n_objects"] > 0 and b["status"] == "ingested" for b in store.ledger.batches())
     assert all(d["status"] == "ok" for d in docs)
     ingest_runs = dagster_instance.get_runs(dg.RunsFilter(job_name="demo__ingest_job"))
-    assert sorted(r.tags["runtime_ops/batch_id"] for r in ingest_runs) == sorted(b["id"] for b in store.batches())
+    assert sorted(r.tags["runtime_ops/batch_id"] for r in ingest_runs) == sorted(
+        b["id"] for b in store.ledger.batches()
+    )
     assert first.tick("landing_sensor") == [] and second.tick("landing_sensor") == []
     assert failed_ticks == []  # the loser of a race on the batch sequence retries its transaction, it never fails
     report(capsys, "two landing_sensor ticks racing, 4 rounds", recovered)
@@ -376,7 +385,7 @@ def test_two_promotions_racing_move_production_once(
     movers = [o for o in outputs if "production: v1 -> v2" in o]
     assert len(movers) == 1, outputs
     assert any("already done: nothing to do" in o for o in outputs), outputs
-    assert [h["new_target"] for h in store.alias_history("production")] == [1, 2]
-    assert len([h for h in store.alias_history("retrieval_index") if h["approval_id"] == rid]) == 1
-    assert store.load_saga(f"promote-{rid}")["status"] == "done" and len(promoted_records(store, rid)) == 1
+    assert [h["new_target"] for h in store.registry.alias_history("production")] == [1, 2]
+    assert len([h for h in store.registry.alias_history("retrieval_index") if h["approval_id"] == rid]) == 1
+    assert store.sagas.load_saga(f"promote-{rid}")["status"] == "done" and len(promoted_records(store, rid)) == 1
     report(capsys, "two promotions racing (one moves production, the other finds the saga done)", recovered)

@@ -191,23 +191,25 @@ def test_1000_objects_with_30pct_duplicates_and_reordering_are_each_recorded_onc
     assert len(ledger) == 1000 and set(Counter(ledger).values()) == {1}  # each key+version exactly once
     assert dict(ledger) == expected  # nothing lost; same version (ETag) as listing mode would record
     store = open_store(get_settings().resolved_database_url)
-    batches = store.batches()
+    batches = store.ledger.batches()
     assert sum(b["n_objects"] for b in batches) == 1000
     assert len(batches) >= 2 and all(b["n_objects"] <= 1000 for b in batches)  # bounded per tick
     assert sorted(r.run_key for r in requests) == sorted(b["id"] for b in batches)
     assert all(int(r.tags["runtime_ops/objects"]) == b["n_objects"] for r, b in zip(requests, batches, strict=True))
-    assert {d["key"] for d in store.documents_by_status("pending")} == set(expected)  # every documents row exists
+    assert {d["key"] for d in store.documents.documents_by_status("pending")} == set(
+        expected
+    )  # every documents row exists
     assert sorted(dagster_instance.get_dynamic_partitions("demo__landing_batches")) == sorted(b["id"] for b in batches)
 
     assert flow.tick("landing_sensor") == []  # a final tick launches nothing ...
-    assert len(store.batches()) == len(batches)  # ... and records nothing
+    assert len(store.ledger.batches()) == len(batches)  # ... and records nothing
 
     # Both modes share the ledger: a listing pass over the same prefix finds nothing new.
     monkeypatch.delenv("RUNTIME_OPS_SQS_QUEUE_URL")
     get_settings.cache_clear()
     listing = Flow(dagster_instance, launched_keys=set(flow.launched_keys))
     assert listing.tick("landing_sensor") == []
-    assert len(store.batches()) == len(batches)
+    assert len(store.ledger.batches()) == len(batches)
 
 
 class _DeleteFails:
@@ -250,7 +252,7 @@ def test_delete_failure_after_recording_redelivers_without_ingesting_twice(event
     assert flow.tick("landing_sensor") == []
     assert sqs.depth() == 0
     assert sorted(_ledger()) == sorted(expected.items())
-    assert [b["n_objects"] for b in open_store(get_settings().resolved_database_url).batches()] == [20]
+    assert [b["n_objects"] for b in open_store(get_settings().resolved_database_url).ledger.batches()] == [20]
 
 
 def test_crash_between_recording_and_deleting_launches_the_batch_once(events, dagster_instance, monkeypatch):
@@ -263,7 +265,7 @@ def test_crash_between_recording_and_deleting_launches_the_batch_once(events, da
     with pytest.raises(_Crash):
         flow.tick("landing_sensor")  # the tick dies: its result never reaches Dagster
     store = open_store(get_settings().resolved_database_url)
-    [batch] = store.batches()
+    [batch] = store.ledger.batches()
     assert batch["status"] == "pending" and batch["n_objects"] == 20
 
     [again] = flow.tick("landing_sensor")  # messages still invisible; the pending batch is requested again
@@ -273,7 +275,7 @@ def test_crash_between_recording_and_deleting_launches_the_batch_once(events, da
     assert flow.tick("landing_sensor") == []
     assert sqs.depth() == 0
     assert sorted(_ledger()) == sorted(expected.items())
-    assert [b["id"] for b in store.batches()] == [batch["id"]]
+    assert [b["id"] for b in store.ledger.batches()] == [batch["id"]]
 
 
 def test_overwrites_delivered_newest_first_record_every_version_once_and_the_newest_wins(events, dagster_instance):
@@ -297,10 +299,12 @@ def test_overwrites_delivered_newest_first_record_every_version_once_and_the_new
     [request] = flow.tick("landing_sensor")
     assert request.tags["runtime_ops/objects"] == "3"
     store = open_store(get_settings().resolved_database_url)
-    recorded = sorted(store.batch_documents(request.run_key), key=lambda d: d["id"])
+    recorded = sorted(store.documents.batch_documents(request.run_key), key=lambda d: d["id"])
     assert [d["version"] for d in recorded] == versions  # ledger order = sequencer order: the newest last
     assert flow.run("landing_sensor", request).success
-    status = {d["version"]: (d["status"], d["quarantine_code"]) for d in store.batch_documents(request.run_key)}
+    status = {
+        d["version"]: (d["status"], d["quarantine_code"]) for d in store.documents.batch_documents(request.run_key)
+    }
     assert status[versions[2]] == ("ok", None)
     assert status[versions[0]] == status[versions[1]] == ("quarantined", "changed")  # overwritten before the read
     assert sqs.depth() == 0

@@ -46,7 +46,9 @@ def landing(request, tmp_path):  # type: ignore[no-untyped-def]
 
 def _ledger(store) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     return sorted(
-        (d["key"], d["status"]) for s in ("ok", "superseded", "quarantined") for d in store.documents_by_status(s)
+        (d["key"], d["status"])
+        for s in ("ok", "superseded", "quarantined")
+        for d in store.documents.documents_by_status(s)
     )
 
 
@@ -72,11 +74,11 @@ def test_same_second_and_overwrite_each_ingested_once_per_version(env, postgres_
     assert again.tags["runtime_ops/objects"] == "1"
     assert flow.run("landing_sensor", again).success
     assert _ledger(store) == [("notes/a.txt", "ok"), ("notes/a.txt", "superseded"), ("notes/b.md", "ok")]
-    texts = [t for _, _, t in store.current_chunks()]
+    texts = [t for _, _, t in store.documents.current_chunks()]
     assert any("second edition" in t for t in texts) and not any(t.startswith("alpha document about") for t in texts)
 
     assert flow.tick("landing_sensor") == []
-    batches = store.batches()
+    batches = store.ledger.batches()
     assert [b["n_objects"] for b in batches] == [2, 1]
     assert {b["status"] for b in batches} == {"ingested"}
     parts = dagster_instance.get_dynamic_partitions("demo__landing_batches")
@@ -124,14 +126,16 @@ def test_bad_files_are_quarantined_and_the_rest_ingested(env, postgres_url, dags
     result = flow.run("landing_sensor", request)
     assert result.success
     store = open_store(get_settings().resolved_database_url)
-    quarantined = {d["key"]: (d["quarantine_code"], d["reason"]) for d in store.documents_by_status("quarantined")}
+    quarantined = {
+        d["key"]: (d["quarantine_code"], d["reason"]) for d in store.documents.documents_by_status("quarantined")
+    }
     assert set(quarantined) == {"bad/broken.pdf", "bad/empty.txt", "bad/latin1.txt"}
     assert quarantined["bad/broken.pdf"][0] == "corrupt"
     assert quarantined["bad/empty.txt"][0] == "empty"
     assert quarantined["bad/latin1.txt"][0] == "not_utf8" and "UTF-8" in quarantined["bad/latin1.txt"][1]
     assert all(reason for _, reason in quarantined.values())
-    assert {d["key"] for d in store.documents_by_status("ok")} == {"good/readme.md", "good/report.pdf"}
+    assert {d["key"] for d in store.documents.documents_by_status("ok")} == {"good/readme.md", "good/report.pdf"}
     meta = result.asset_materializations_for_node("demo__raw_documents")[0].metadata
     assert meta["quarantined"].value == 3 and "bad/latin1.txt" in meta["quarantine"].value
     # The corpus carries on: the good documents are chunked and searchable.
-    assert {k for _, k, _ in store.current_chunks()} == {"good/readme.md", "good/report.pdf"}
+    assert {k for _, k, _ in store.documents.current_chunks()} == {"good/readme.md", "good/report.pdf"}

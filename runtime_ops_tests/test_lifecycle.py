@@ -40,9 +40,9 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success, "the first model is auto-approved and promoted in the same run"
-    assert store.alias("production") == 1
-    assert store.current_index()["model_version"] == 1
-    assert store.list_requests()[0]["kind"] == "policy"
+    assert store.registry.alias("production") == 1
+    assert store.indexes.current_index()["model_version"] == 1
+    assert store.requests.list_requests()[0]["kind"] == "policy"
     # The automation sensor ticks all along: the train run already materialized the serving assets, and the
     # promotion triggers a regression evaluation.
     assert flow.automate()[0] == {"production_evaluation"}
@@ -53,8 +53,8 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert not train2.success  # the blocking human_approval check failed and skipped the promotion
     checks = {e.check_name: e.passed for e in train2.get_asset_check_evaluations()}
     assert checks == {"meets_policy": True, "human_approval": False}
-    assert store.alias("candidate") == 2 and store.alias("production") == 1
-    [pending] = store.list_requests(status="pending")
+    assert store.registry.alias("candidate") == 2 and store.registry.alias("production") == 1
+    [pending] = store.requests.list_requests(status="pending")
     assert pending["candidate_version"] == 2
     # The report's metadata plots the evaluation history: both versions, production marked, v2 highlighted.
     [report] = [
@@ -72,15 +72,15 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert not bypass.success
     failure = bypass.get_step_failure_events()[0].step_failure_data.error.message
     assert "refusing to promote" in failure and pending["id"] in failure
-    assert store.alias("production") == 1
-    assert [h["new_target"] for h in store.alias_history("production")] == [1]
+    assert store.registry.alias("production") == 1
+    assert [h["new_target"] for h in store.registry.alias_history("production")] == [1]
 
     # New documents still reach the index with the current production model while the approval waits: the
     # serving assets follow their upstream through declarative automation.
     requested, reindex = flow.automate()
     assert "document_embeddings" in requested and reindex is not None and reindex.success
-    assert store.current_index()["model_version"] == 1
-    assert store.current_index()["corpus_revision"] == store.corpus_revision()
+    assert store.indexes.current_index()["model_version"] == 1
+    assert store.indexes.current_index()["corpus_revision"] == store.ledger.corpus_revision()
     assert flow.automate() == (set(), None)  # handled: nothing more to do
 
     assert cli(["approvals", "approve", pending["id"], "--as", "alice", "--reason", "looks fine"]) == 0
@@ -91,14 +91,14 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert promotion_request.run_key == pending["id"]
     promotion = flow.run("approvals_sensor", promotion_request)
     assert promotion.success
-    assert store.alias("production") == 2
-    history = store.alias_history("production")
+    assert store.registry.alias("production") == 2
+    history = store.registry.alias_history("production")
     assert [(h["new_target"], h["approval_id"], h["actor"]) for h in history][-1] == (2, pending["id"], "alice")
-    index = store.current_index()
-    assert index["model_version"] == 2 and index["corpus_revision"] == store.corpus_revision()
-    counts = store.embedding_counts(2)
+    index = store.indexes.current_index()
+    assert index["model_version"] == 2 and index["corpus_revision"] == store.ledger.corpus_revision()
+    counts = store.embeddings.embedding_counts(2)
     assert counts["embedded"] == counts["current_chunks"] == index["n_chunks"] > 0
-    answers = store.latest_answers(limit=1)
+    answers = store.answers.latest_answers(limit=1)
     assert answers and answers[0]["index_id"] == index["id"] and answers[0]["sources"]
 
     # The runless check result marks the decision in the UI; a later tick launches nothing more.
@@ -128,10 +128,10 @@ def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_pat
     land_files(second[:10], landing)
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
-    [pending] = store.list_requests(status="pending")
+    [pending] = store.requests.list_requests(status="pending")
     assert cli(["approvals", "reject", pending["id"], "--as", "carol", "--reason", "recall dropped"]) == 0
     assert flow.tick("approvals_sensor") == []
     refused = flow.materialize(["production_model"])
     assert not refused.success
     assert "rejected by carol" in refused.get_step_failure_events()[0].step_failure_data.error.message
-    assert store.alias("production") == 1
+    assert store.registry.alias("production") == 1

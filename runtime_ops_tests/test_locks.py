@@ -27,9 +27,8 @@ from runtime_ops.locks import Lease, LockerBase, LockLost, LockTimeout, LockUnav
 from runtime_ops.locks.base import holder_of, new_token
 from runtime_ops.locks.redis_lock import KEY_PREFIX, RedisLocker
 from runtime_ops.locks.store_lock import StoreLocker, locks
-from runtime_ops.store import open_store
+from runtime_ops.store import AliasConflict, StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops.store.store import AliasConflict, StateStore
 from runtime_ops_tests import servers
 
 REPO = Path(__file__).resolve().parent.parent
@@ -240,11 +239,11 @@ def test_stale_holders_fenced_write_is_rejected_after_a_newer_holder_wrote(
     # `a` stalls past its TTL; `b` takes the lock and promotes model 2.
     new = b.acquire("promotion", ttl_ms=5000, wait_s=3)
     assert new.fence > old.fence
-    alias_store.set_alias("production", 2, actor="new-holder", fence=new.fence)
+    alias_store.registry.set_alias("production", 2, actor="new-holder", fence=new.fence)
     # `a` wakes up and does the write it was about to do, with its old token: the store refuses it.
     with pytest.raises(AliasConflict, match="older than"):
-        alias_store.set_alias("production", 1, actor="stale-holder", fence=old.fence)
-    assert alias_store.alias("production") == 2
+        alias_store.registry.set_alias("production", 1, actor="stale-holder", fence=old.fence)
+    assert alias_store.registry.alias("production") == 2
     assert _history(alias_store, "production") == [(None, 2, "new-holder")]
     assert b.release(new)
 
@@ -350,7 +349,7 @@ _PAUSED_HOLDER = r"""
 import json, sys, time
 from runtime_ops.locks import LockLost, RedisLocker
 from runtime_ops.store import open_store
-from runtime_ops.store.store import AliasConflict
+from runtime_ops.store import AliasConflict
 
 redis_url, db_url, ttl_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = open_store(db_url, migrate=False)
@@ -362,7 +361,7 @@ try:
         sys.stdin.readline()  # about to write: the parent freezes us here, past our TTL
         out["resumed_at"] = time.time()
         try:
-            store.set_alias("production", 1, actor="paused-holder", fence=lease.fence)
+            store.registry.set_alias("production", 1, actor="paused-holder", fence=lease.fence)
             out["write"] = "accepted"
         except AliasConflict as exc:
             out["write"] = "rejected: " + str(exc)
@@ -406,7 +405,7 @@ def test_sigstopped_holder_is_fenced_out_after_its_ttl(
         lease = newer.acquire("promotion", ttl_ms=5000, wait_s=5)
         t_taken = time.monotonic()
         assert lease.fence > old_fence
-        alias_store.set_alias("production", 2, actor="new-holder", fence=lease.fence)
+        alias_store.registry.set_alias("production", 2, actor="new-holder", fence=lease.fence)
 
         os.kill(proc.pid, signal.SIGCONT)
         t_resumed = time.monotonic()
@@ -429,7 +428,7 @@ def test_sigstopped_holder_is_fenced_out_after_its_ttl(
             proc.wait()
 
     # Exactly one write took effect: the newer holder's.
-    assert alias_store.alias("production") == 2
+    assert alias_store.registry.alias("production") == 2
     assert _history(alias_store, "production") == [(None, 2, "new-holder")]
     with alias_store.tx() as conn:
         assert conn.execute(select(t.aliases.c.fence).where(t.aliases.c.name == "production")).scalar() == lease.fence

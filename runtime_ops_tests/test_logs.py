@@ -104,7 +104,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
             [ingest2] = flow.tick_and_run("landing_sensor")
             [train2] = flow.tick_and_run("corpus_sensor")
             assert ingest2.success and not train2.success  # waits for two people
-            [pending] = store.list_requests(status="pending")
+            [pending] = store.requests.list_requests(status="pending")
             assert pending["trace_context"], "the gate stores the request span's traceparent"
 
             # Something careless in runtime_ops code: secrets in the message, its args and an extra field.
@@ -137,7 +137,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
                     **sign(PLANTED["SLACK_SIGNING_SECRET"], body, int(time.time())),
                 }
                 assert httpx.post(f"{api.url}/slack/interactions", content=body, headers=headers).status_code == 200
-                assert store.get_request(pending["id"])["status"] == "approved"
+                assert store.requests.get_request(pending["id"])["status"] == "approved"
                 slack.wait_for_calls("chat.update", 1)
             [promotion_request] = flow.tick("approvals_sensor")
             promotion = flow.run("approvals_sensor", promotion_request)

@@ -27,8 +27,7 @@ from runtime_ops.observability import metrics
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
 from runtime_ops.observability.metrics import METRIC_NAMES, METRICS, bucket_counts, parse_metrics
 from runtime_ops.settings import get_settings
-from runtime_ops.store import open_store
-from runtime_ops.store.store import NewObject
+from runtime_ops.store import NewObject, open_store
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -98,7 +97,7 @@ def test_concurrent_writers_lose_no_observation(backend: str, request: pytest.Fi
     for w in workers:
         w.join()
     assert failures == []
-    rows = {(r["name"], r["labels"]): r for r in store.metric_rows()}
+    rows = {(r["name"], r["labels"]): r for r in store.metrics.metric_rows()}
     hist = rows[("runtime_ops_lock_wait_seconds", metrics.canonical_labels(labels))]
     flat = [v for vs in values for v in vs]
     assert hist["count"] == threads * per_thread
@@ -236,8 +235,8 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert not train2.success  # waits for a person
     bypass = flow.materialize(["production_model"])  # a real step failure: the asset refuses to promote
     assert not bypass.success
-    [pending] = store.list_requests(status="pending")
-    assert store.escalate_due(datetime.now(UTC) + timedelta(hours=5)) == [pending["id"]]
+    [pending] = store.requests.list_requests(status="pending")
+    assert store.deadlines.escalate_due(datetime.now(UTC) + timedelta(hours=5)) == [pending["id"]]
     assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     capsys.readouterr()
     [promotion] = flow.tick_and_run("approvals_sensor")
@@ -253,7 +252,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert sum(expected["runs"].values()) == len(dagster_instance.get_run_records()) >= 6
     assert _get(s, "runtime_ops_dagster_instance_up") == 1.0
 
-    requests = store.list_requests()
+    requests = store.requests.list_requests()
     decided = Counter(r["status"] for r in requests if r["decided_at"] is not None)
     assert decided == {"approved": 2}  # the policy decision and alice's
     for outcome, n in decided.items():
@@ -267,10 +266,12 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert _get(s, "runtime_ops_approval_escalations_total", pipeline="demo") == 1
     assert _get(s, "runtime_ops_approval_expiries_total", pipeline="demo") == 0
 
-    quarantined = Counter(d["quarantine_code"] for d in store.documents_by_status("quarantined"))
+    quarantined = Counter(d["quarantine_code"] for d in store.documents.documents_by_status("quarantined"))
     assert quarantined == {"empty": 1, "binary": 1}
     assert {dict(k)["code"]: v for k, v in _series(s, "runtime_ops_documents_quarantined_total").items()} == quarantined
-    recorded = [d for b in store.batches() for d in store.batch_documents(b["id"]) if d["last_modified"]]
+    recorded = [
+        d for b in store.ledger.batches() for d in store.documents.batch_documents(b["id"]) if d["last_modified"]
+    ]
     assert (
         _get(s, "runtime_ops_landing_lag_seconds_count", pipeline="demo")
         == len(recorded)
@@ -293,7 +294,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     _assert_dagster_matches(s, dagster_instance)
     assert _get(s, "runtime_ops_approvals_pending", pipeline="demo") == 1
     assert _get(s, "runtime_ops_approval_oldest_pending_age_seconds", pipeline="demo") > 0
-    assert len(store.expire_due(datetime.now(UTC) + timedelta(hours=25))) == 1
+    assert len(store.deadlines.expire_due(datetime.now(UTC) + timedelta(hours=25))) == 1
     s = _scrape_http(client)
     assert _get(s, "runtime_ops_approval_expiries_total", pipeline="demo") == 1
     assert _get(s, "runtime_ops_approval_decision_latency_seconds_count", pipeline="demo", outcome="expired") == 1
@@ -377,6 +378,6 @@ def test_a_failing_source_is_counted_and_the_rest_still_served(env, postgres_url
 
     # An observation that cannot be written does not fail the work it measured.
     errors_before = metrics.write_errors().get("runtime_ops_landing_lag_seconds", 0)
-    batch = store.record_batch("s3://b/", [NewObject("k", "v1", 10, datetime.now(UTC) - timedelta(seconds=5))])
-    assert batch is not None and store.batch_documents(batch["id"])[0]["key"] == "k"
+    batch = store.ledger.record_batch("s3://b/", [NewObject("k", "v1", 10, datetime.now(UTC) - timedelta(seconds=5))])
+    assert batch is not None and store.documents.batch_documents(batch["id"])[0]["key"] == "k"
     assert metrics.write_errors()["runtime_ops_landing_lag_seconds"] == errors_before + 1

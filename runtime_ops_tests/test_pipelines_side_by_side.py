@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,33 +32,23 @@ def _golden_subset(folders: tuple[str, ...], dest: Path) -> int:
 
 
 def _declare(root: Path, landing_root: Path) -> None:
-    policies = {
-        # alpha: one of two approvers decides; beta: both of its two approvers must agree.
-        "alpha": "approvers: [UA1, UA2]\n    required_approvals: 1",
-        "beta": "approvers: [UB1, UB2]\n    required_approvals: 2",
-    }
+    # alpha: one of two approvers decides; beta: both of its two approvers must agree, and it tolerates more
+    # regression before meets_policy fails.
+    policies = {"alpha": (["UA1", "UA2"], 1, 0.5), "beta": (["UB1", "UB2"], 2, 0.9)}
     for name, folders in CORPORA.items():
         folder = root / name
         folder.mkdir(parents=True)
         assert _golden_subset(folders, folder / "golden.jsonl") >= 4
+        approvers, required, max_regression = policies[name]
         (folder / "defs.yaml").write_text(
-            textwrap.dedent(
-                f"""\
-                type: runtime_ops.components.RetrievalPipeline
-                attributes:
-                  name: {name}
-                  landing:
-                    uri: {landing_root / name}
-                  evaluation:
-                    golden_set: golden.jsonl
-                  gate:
-                    auto_approve_margin: 1.0
-                    max_regression: {0.5 if name == "alpha" else 0.9}
-                  approvals:
-                    {policies[name]}
-                    slack_channel: C_{name.upper()}
-                """
-            )
+            "type: runtime_ops.components.RetrievalPipeline\n"
+            "attributes:\n"
+            f"  name: {name}\n"
+            f"  landing: {{uri: '{landing_root / name}'}}\n"
+            "  evaluation: {golden_set: golden.jsonl}\n"
+            f"  gate: {{auto_approve_margin: 1.0, max_regression: {max_regression}}}\n"
+            f"  approvals: {{approvers: {json.dumps(approvers)}, required_approvals: {required}, "
+            f"slack_channel: C_{name.upper()}}}\n"
         )
 
 
@@ -87,9 +76,9 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         assert all(r.success for r in flow.tick_and_run("landing_sensor"))
         [train] = flow.tick_and_run("corpus_sensor")
         assert train.success, name
-    v1 = {name: s.alias("production") for name, s in stores.items()}
+    v1 = {name: s.registry.alias("production") for name, s in stores.items()}
     assert v1["alpha"] != v1["beta"] and all(v1.values())
-    assert stores["alpha"].get_model(v1["beta"]) is None  # one pipeline cannot see the other's models
+    assert stores["alpha"].registry.get_model(v1["beta"]) is None  # one pipeline cannot see the other's models
 
     # Second candidates wait for their own approvers.
     for name, flow in flows.items():
@@ -97,14 +86,15 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         assert all(r.success for r in flow.tick_and_run("landing_sensor"))
         [train] = flow.tick_and_run("corpus_sensor")
         assert not train.success  # the blocking human_approval check stopped it
-    pending = {name: s.list_requests(status="pending") for name, s in stores.items()}
+    pending = {name: s.requests.list_requests(status="pending") for name, s in stores.items()}
     assert [len(p) for p in pending.values()] == [1, 1]
     alpha_req, beta_req = pending["alpha"][0], pending["beta"][0]
     assert alpha_req["approvers"] == ["UA1", "UA2"] and beta_req["required_approvals"] == 2
     # Each report was scored on its own golden set.
-    assert stores["alpha"].latest_eval_report()["candidate_metrics"] != stores["beta"].latest_eval_report()[
-        "candidate_metrics"
-    ]
+    assert (
+        stores["alpha"].evaluations.latest_eval_report()["candidate_metrics"]
+        != stores["beta"].evaluations.latest_eval_report()["candidate_metrics"]
+    )
 
     # A beta approver cannot decide alpha's request (CLI), nor can a signed link issued to them.
     assert cli(["approvals", "approve", alpha_req["id"], "--as", "UB1"]) == 1
@@ -122,7 +112,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         assert page.status_code == 403, page.text
         metrics = httpx.get(f"{api.url}/metrics", timeout=10).text
     assert 'pipeline="alpha"' in metrics and 'pipeline="beta"' in metrics
-    assert stores["alpha"].get_request(alpha_req["id"])["status"] == "pending"
+    assert stores["alpha"].requests.get_request(alpha_req["id"])["status"] == "pending"
 
     # alpha's approver approves: only alpha's approvals sensor launches a promotion, only alpha's alias moves.
     assert cli(["approvals", "approve", alpha_req["id"], "--as", "UA1"]) == 0
@@ -131,15 +121,15 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     assert promotion.run_key == alpha_req["id"] and promotion.job_name == "alpha__promotion_job"
     assert promotion.tags["runtime_ops/lifecycle"] == "alpha"
     assert flows["alpha"].run("approvals_sensor", promotion).success
-    assert stores["alpha"].alias("production") == alpha_req["candidate_version"]
-    assert stores["beta"].alias("production") == v1["beta"]
+    assert stores["alpha"].registry.alias("production") == alpha_req["candidate_version"]
+    assert stores["beta"].registry.alias("production") == v1["beta"]
 
     # beta's production_model refuses alpha's approval: it is not a request of beta.
     refused = flows["beta"].materialize(
         ["production_model"],
         run_config={"ops": {"beta__production_model": {"config": {"approval_id": alpha_req["id"]}}}},
     )
-    assert not refused.success and stores["beta"].alias("production") == v1["beta"]
+    assert not refused.success and stores["beta"].registry.alias("production") == v1["beta"]
 
     # beta needs both of its approvers; then its own promotion moves only beta.
     assert cli(["approvals", "approve", beta_req["id"], "--as", "UB1"]) == 0
@@ -147,10 +137,10 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     assert cli(["approvals", "approve", beta_req["id"], "--as", "UB2"]) == 0
     [promotion] = flows["beta"].tick("approvals_sensor")
     assert flows["beta"].run("approvals_sensor", promotion).success
-    assert stores["beta"].alias("production") == beta_req["candidate_version"]
-    assert stores["alpha"].alias("production") == alpha_req["candidate_version"]
+    assert stores["beta"].registry.alias("production") == beta_req["candidate_version"]
+    assert stores["alpha"].registry.alias("production") == alpha_req["candidate_version"]
     for name, store in stores.items():
-        history = store.alias_history("production")
+        history = store.registry.alias_history("production")
         assert [h["new_target"] for h in history] == [v1[name], pending[name][0]["candidate_version"]]
         # Run keys and locks did not collide: each batch and lock is the pipeline's own.
-        assert all(b["pipeline"] == name for b in store.batches())
+        assert all(b["pipeline"] == name for b in store.ledger.batches())

@@ -15,7 +15,7 @@ from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
 
 
 def _registry(store) -> dict:  # type: ignore[no-untyped-def]
-    return {name: store.alias(name) for name in ("production", "retrieval_index", "candidate")}
+    return {name: store.registry.alias(name) for name in ("production", "retrieval_index", "candidate")}
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_dry_run_prints_transitions_and_changes_nothing(approved, capsys) -> Non
     assert cli(["promote", "--dry-run", "--approval", pending["id"]]) == 0
     out = capsys.readouterr().out
     assert "production: v1 -> v2" in out and "retrieval_index" in out and "nothing was changed" in out
-    assert _registry(store) == before and store.load_saga(f"promote-{pending['id']}") is None
+    assert _registry(store) == before and store.sagas.load_saga(f"promote-{pending['id']}") is None
 
 
 @pytest.mark.parametrize("step", ["promotion.alias", "promotion.index", "promotion.announce"])
@@ -46,10 +46,10 @@ def test_a_failure_at_each_step_leaves_the_registry_as_before(approved, monkeypa
     with pytest.raises(Exception, match="completed steps were compensated"):
         cli(["promote", "--approval", pending["id"]])
     assert _registry(store) == before
-    assert store.load_saga(f"promote-{pending['id']}")["status"] == "compensated"
+    assert store.sagas.load_saga(f"promote-{pending['id']}")["status"] == "compensated"
     monkeypatch.delenv("RUNTIME_OPS_FAILPOINTS")
     assert cli(["promote", "--approval", pending["id"]]) == 0  # a later attempt promotes, once
-    assert store.alias("production") == 2 and store.current_index()["model_version"] == 2
+    assert store.registry.alias("production") == 2 and store.indexes.current_index()["model_version"] == 2
 
 
 @pytest.mark.parametrize("how", ["finish", "compensate"])
@@ -65,20 +65,20 @@ def test_a_crash_between_steps_is_finished_or_compensated_by_the_next_run(approv
         timeout=120,
     )
     assert crashed.returncode == 137, crashed.stderr
-    saga = store.load_saga(f"promote-{pending['id']}")
+    saga = store.sagas.load_saga(f"promote-{pending['id']}")
     assert saga["status"] == "running" and [s["name"] for s in saga["steps"]] == ["move_production_alias"]
-    assert store.alias("production") == 2  # the crash left the first step done and nothing compensated
+    assert store.registry.alias("production") == 2  # the crash left the first step done and nothing compensated
     started = time.monotonic()
     if how == "finish":
         assert cli(["promote", "--approval", pending["id"]]) == 0
-        assert store.alias("production") == 2 and store.current_index()["model_version"] == 2
-        assert store.load_saga(f"promote-{pending['id']}")["status"] == "done"
-        history = [h["new_target"] for h in store.alias_history("production")]
+        assert store.registry.alias("production") == 2 and store.indexes.current_index()["model_version"] == 2
+        assert store.sagas.load_saga(f"promote-{pending['id']}")["status"] == "done"
+        history = [h["new_target"] for h in store.registry.alias_history("production")]
         assert history == [1, 2]  # moved once, never twice
     else:
         assert cli(["promote", "--approval", pending["id"], "--compensate"]) == 0
         assert _registry(store) == before
-        assert store.load_saga(f"promote-{pending['id']}")["status"] == "compensated"
+        assert store.sagas.load_saga(f"promote-{pending['id']}")["status"] == "compensated"
     # The dead holder's lease must run out first (LOCK_TTL_MS): that is the recovery time.
     print(f"\nrecovery after a crash mid-promotion ({how}): {time.monotonic() - started:.1f} s")
 
@@ -92,4 +92,4 @@ def test_the_promotion_run_uses_the_saga_and_downstream_reuses_its_index(approve
     assert meta["saga"].value == f"promote-{pending['id']}" and meta["fence"].value > 0
     index_meta = result.asset_materializations_for_node("demo__retrieval_index")[0].metadata
     assert index_meta["reused"].value is True and index_meta["model_version"].value == 2
-    assert store.load_saga(f"promote-{pending['id']}")["status"] == "done"
+    assert store.sagas.load_saga(f"promote-{pending['id']}")["status"] == "done"

@@ -27,7 +27,7 @@ def test_answers_come_from_the_endpoint_and_fall_back_when_it_fails(env, postgre
         server.default = ok("Use json.dumps [1].")
         [train] = flow.tick_and_run("corpus_sensor")
         assert train.success
-        answers = store.latest_answers(limit=5)
+        answers = store.answers.latest_answers(limit=5)
         assert answers and {a["answerer"] for a in answers} == {"model"}
         assert {a["answer"] for a in answers} == {"Use json.dumps [1]."}
         first = server.requests[0]
@@ -43,7 +43,7 @@ def test_answers_come_from_the_endpoint_and_fall_back_when_it_fails(env, postgre
             },
         )
         assert result.success
-        [latest] = store.latest_answers(limit=1)
+        [latest] = store.answers.latest_answers(limit=1)
         assert latest["answerer"] == "extractive" and latest["answer"]
         meta = result.asset_materializations_for_node("demo__rag_answers")[0].metadata
         assert meta["endpoint_fallbacks"].value == 1

@@ -66,10 +66,10 @@ class World:
         return self.post(self.body(user, action, **kw))
 
     def status(self) -> str:
-        return self.store.get_request(self.request["id"])["status"]
+        return self.store.requests.get_request(self.request["id"])["status"]
 
     def audit(self, event: str = "attempt") -> list[dict[str, Any]]:
-        return [r for r in self.store.audit_records() if r["event"] == event]
+        return [r for r in self.store.audit_log.records() if r["event"] == event]
 
 
 def _blocks_text(blocks: list[dict[str, Any]]) -> str:
@@ -150,7 +150,7 @@ def test_unauthorised_click_gets_an_ephemeral_explanation_and_changes_nothing(wo
     [reply] = world.slack.responses[f"click{world.clicks}"]
     assert reply["response_type"] == "ephemeral" and reply["replace_original"] is False
     assert "U7 is not an approver" in reply["text"]
-    assert world.status() == "pending" and world.store.votes(world.request["id"]) == []
+    assert world.status() == "pending" and world.store.votes.for_request(world.request["id"]) == []
     assert [r["outcome"] for r in world.audit()] == ["unauthorised"]
 
 
@@ -173,7 +173,7 @@ def test_two_of_three(world: World) -> None:
     assert world.status() == "pending"
     world.click("U4")
     assert world.status() == "approved"
-    assert sorted(v["actor"] for v in world.store.votes(world.request["id"])) == ["U2", "U4"]
+    assert sorted(v["actor"] for v in world.store.votes.for_request(world.request["id"])) == ["U2", "U4"]
     assert [r["outcome"] for r in world.audit()] == ["recorded", "duplicate_vote", "accepted"]
     world.slack.wait_for(lambda s: '"action_id"' not in _blocks_text(s.messages[world.ts]["blocks"]))
 
@@ -185,7 +185,7 @@ def test_repeated_delivery_is_the_same_attempt(world: World) -> None:
     assert first.status_code == second.status_code == 200
     assert world.status() == "approved"
     assert [r["outcome"] for r in world.audit()] == ["accepted"]
-    assert len(world.store.votes(world.request["id"])) == 1
+    assert len(world.store.votes.for_request(world.request["id"])) == 1
 
 
 def test_forged_missing_stale_and_garbled_requests_are_refused(world: World) -> None:
@@ -205,7 +205,7 @@ def test_forged_missing_stale_and_garbled_requests_are_refused(world: World) -> 
     malformed = b"payload=%7Bnot-json"
     reply = world.post(malformed, sign(SECRET, malformed, now))
     assert reply.status_code == 400 and "not JSON" in reply.json()["error"]
-    assert world.status() == "pending" and world.store.votes(world.request["id"]) == []
+    assert world.status() == "pending" and world.store.votes.for_request(world.request["id"]) == []
     outcomes = [r["outcome"] for r in world.audit()]
     assert outcomes == ["forged"] * 5 + ["malformed"]
     reasons = [r["detail"]["reason"] for r in world.audit()][:5]

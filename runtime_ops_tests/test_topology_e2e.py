@@ -104,22 +104,22 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         put_tree(client, bucket, CORPUS_DIR / "stdlib" / "data")
         assert all(r.success for r in flow.tick_and_run("landing_sensor"))
         [train] = flow.tick_and_run("corpus_sensor")
-        assert train.success and store.alias("production") == 1
+        assert train.success and store.registry.alias("production") == 1
 
         topo.wait_code_server()
         topo.set_sensors(running={"demo__landing_sensor", "demo__corpus_sensor", "demo__approvals_sensor"})
         topo.start_daemon()
         topo.start_webserver()
         topo.start_ops_api(port=api_port)
-        ingested_before = len(store.batches(status="ingested"))
+        ingested_before = len(store.ledger.batches(status="ingested"))
 
         # 1. A file put into S3 is ingested by the daemon's sensor, and becomes a candidate waiting for Slack.
         t0 = time.monotonic()
         n_new = put_tree(client, bucket, CORPUS_DIR / "stdlib" / "text")
-        wait_for(lambda: len(store.batches(status="ingested")) > ingested_before, 180,
+        wait_for(lambda: len(store.ledger.batches(status="ingested")) > ingested_before, 180,
                  "the new objects ingested by the daemon")  # fmt: skip
         t_ingested = time.monotonic() - t0
-        pending = wait_for(lambda: store.list_requests(status="pending"), 240, "an approval request")[0]
+        pending = wait_for(lambda: store.requests.list_requests(status="pending"), 240, "an approval request")[0]
         t_requested = time.monotonic() - t0
         assert pending["candidate_version"] == 2
         posted = lambda: [c for c in slack.calls_to("chat.postMessage") if c.response.get("ok")]  # noqa: E731
@@ -136,17 +136,19 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         resp = httpx.post(f"{topo.ops_url}/slack/interactions", content=body, headers=headers, timeout=10)
         t_ack = time.monotonic() - t_click
         assert resp.status_code == 200, resp.text
-        assert store.get_request(pending["id"])["status"] == "approved"
+        assert store.requests.get_request(pending["id"])["status"] == "approved"
 
         # 3. The daemon's approvals sensor launches the promotion run; production moves to v2.
-        wait_for(lambda: store.alias("production") == 2, 180, "production on v2")
+        wait_for(lambda: store.registry.alias("production") == 2, 180, "production on v2")
         t_promoted = time.monotonic() - t_click
         request = wait_for(
-            lambda: (r := store.get_request(pending["id"]))["promotion_run_id"] and r, 60, "the promotion run recorded"
+            lambda: (r := store.requests.get_request(pending["id"]))["promotion_run_id"] and r,
+            60,
+            "the promotion run recorded",
         )
         promotion = topo.wait_for_run(request["promotion_run_id"])
         assert promotion.status.value == "SUCCESS", topo.log_tails()
-        assert [h["new_target"] for h in store.alias_history("production")] == [1, 2]
+        assert [h["new_target"] for h in store.registry.alias_history("production")] == [1, 2]
         wait_for(lambda: slack.calls_to("chat.update"), 30, "the Slack message updated with the decision")
 
         # 4. /metrics (ops API process) and GraphQL (webserver process) agree on what ran.

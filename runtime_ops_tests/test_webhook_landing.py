@@ -45,5 +45,5 @@ def test_webhook_lands_objects_once(env, postgres_url, dagster_instance, tmp_pat
     [run] = flow.tick_and_run("landing_sensor")
     assert run.success
     store = open_store(get_settings().resolved_database_url)
-    assert {d["key"] for d in store.documents_by_status("ok")} == {"crm/notes.md", "crm/contract.pdf"}
+    assert {d["key"] for d in store.documents.documents_by_status("ok")} == {"crm/notes.md", "crm/contract.pdf"}
     assert flow.tick("landing_sensor") == []

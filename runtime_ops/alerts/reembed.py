@@ -43,28 +43,28 @@ def run_reembed(
 ) -> ReembedOutcome:
     from runtime_ops.serving.indexing import build_index, embed_missing
 
-    version = store.alias("production")
+    version = store.registry.alias("production")
     if version is None:
         raise ReembedRefused("no production model: nothing is embedded yet")
-    if batch_id is not None and store.get_batch(batch_id) is None:
+    if batch_id is not None and store.ledger.get_batch(batch_id) is None:
         raise ReembedRefused(f"landing batch {batch_id!r} is not in the state store")
     scope = f"landing batch {batch_id}" if batch_id else "the whole corpus"
-    dropped = store.drop_embeddings(version, batch_id=batch_id)
+    dropped = store.embeddings.drop_embeddings(version, batch_id=batch_id)
     log(f"dropped {dropped} vectors of model v{version} for {scope}")
     embedded = embed_missing(store, version, log)
     with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
-        if store.alias("production") != version:
+        if store.registry.alias("production") != version:
             message = (
                 f"re-embedded {embedded} chunks of {scope} with v{version}, but production moved to "
-                f"v{store.alias('production')} meanwhile: its promotion built the index, nothing swapped"
+                f"v{store.registry.alias('production')} meanwhile: its promotion built the index, nothing swapped"
             )
             log(message)
             return ReembedOutcome(version, batch_id, dropped, embedded, None, False, lease.fence, message)
         built = build_index(store, version, run_id)
-        previous = store.alias("retrieval_index")
+        previous = store.registry.alias("retrieval_index")
         swapped = previous != built.index_id
         if swapped:
-            store.set_alias(
+            store.registry.set_alias(
                 "retrieval_index", built.index_id, actor=f"reembed:{run_id}", run_id=run_id, fence=lease.fence
             )
     message = f"re-embedded {embedded} chunks of {scope} with v{version}; retrieval_index " + (

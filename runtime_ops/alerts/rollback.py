@@ -50,13 +50,13 @@ def previous_version(history: Sequence[dict[str, Any]], current: int | None) -> 
 
 def plan_rollback(store: StateStore) -> tuple[int, int]:
     """(current production, the version to roll back to); RollbackRefused when there is none."""
-    current = store.alias("production")
+    current = store.registry.alias("production")
     if current is None:
         raise RollbackRefused("no production model: nothing to roll back")
-    target = previous_version(store.alias_history("production"), current)
+    target = previous_version(store.registry.alias_history("production"), current)
     if target is None:
         raise RollbackRefused(f"production v{current} has no previous version in the alias history")
-    if store.get_model(target) is None:
+    if store.registry.get_model(target) is None:
         raise RollbackRefused(f"the previous version v{target} is not in the model registry")
     return int(current), target
 
@@ -69,7 +69,7 @@ def verify_approval(
     store: StateStore, *, approval_id: str, alert_key: str, from_version: int, to_version: int
 ) -> dict[str, Any]:
     """The approved request for exactly this rollback, or RollbackRefused."""
-    request = store.get_request(approval_id)
+    request = store.requests.get_request(approval_id)
     if request is None:
         raise RollbackRefused(f"refusing to roll back: approval request {approval_id!r} does not exist")
     if request["candidate_digest"] != rollback_digest(alert_key, from_version, to_version):
@@ -119,14 +119,14 @@ def run_rollback(
         request = {"id": approved["id"], "decided_by": f"{ROLLBACK_ACTOR_PREFIX}{approved['decided_by']}"}
     else:
         request = {"id": alert_ref, "decided_by": f"{ROLLBACK_ACTOR_PREFIX}preapproved"}
-    if store.get_model(to_version) is None:
+    if store.registry.get_model(to_version) is None:
         raise RollbackRefused(f"refusing to roll back: v{to_version} is not in the model registry")
     sid = saga_id(alert_key)
     with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         journal = StoreJournal(store, run_id, kind="rollback")
         state = journal.load(sid)
         fresh = state is None or state.status == "compensated"
-        current = store.alias("production")
+        current = store.registry.alias("production")
         if fresh and current != from_version:
             if current == to_version:
                 message = f"production is already v{to_version}: nothing to roll back"

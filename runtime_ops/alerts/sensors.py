@@ -106,7 +106,7 @@ class _Tick:
             console.warning(message)
 
     def finish(self, alert: dict[str, Any], status: str, detail: str, now: datetime, **values: Any) -> bool:
-        ok = self.store.set_alert_action(
+        ok = self.store.alerts.set_alert_action(
             alert["id"], expect=None, action_status=status, action_detail=detail, handled_at=now, **values
         )
         if ok:  # notify-only and unhandled alerts go to the console too: nobody else will act on them
@@ -116,33 +116,37 @@ class _Tick:
 
     def request(self, alert: dict[str, Any], expect: str | None, **values: Any) -> None:
         """Record the run as requested (compare-and-set), then request it."""
-        if self.store.set_alert_action(alert["id"], expect=expect, action_status="requested", **values):
-            row = self.store.get_alert(alert["id"])
+        if self.store.alerts.set_alert_action(alert["id"], expect=expect, action_status="requested", **values):
+            row = self.store.alerts.get_alert(alert["id"])
             self.requests.append(run_request(row, self.spec))
             self.say(f"alert #{alert['id']} {alert['alertname']}: {row['action']} requested (run key {row['run_key']})")
 
     # ---------------------------------------------------------------- runs already on their way
     def reconcile(self) -> None:
         instance = self.context.instance
-        for alert in self.store.alerts_in_action("requested"):
+        for alert in self.store.alerts.alerts_in_action("requested"):
             run = _run_for(instance, alert["run_key"])
             if run is None:  # the tick that requested it never reached the daemon: same key, launched once
                 self.requests.append(run_request(alert, self.spec))
                 continue
-            self.store.set_alert_action(alert["id"], expect="requested", action_status="launched", run_id=run.run_id)
+            self.store.alerts.set_alert_action(
+                alert["id"], expect="requested", action_status="launched", run_id=run.run_id
+            )
             if alert.get("approval_id"):
-                self.store.mark_request_launched(alert["approval_id"], run.run_id)
+                self.store.notifications.mark_request_launched(alert["approval_id"], run.run_id)
             self.say(f"alert #{alert['id']}: run {run.run_id} launched")
-        for alert in self.store.alerts_in_action("launched"):
+        for alert in self.store.alerts.alerts_in_action("launched"):
             run = instance.get_run_by_id(alert["run_id"]) if alert["run_id"] else None
             outcome = _DONE.get(run.status) if run is not None else "failed"
             if outcome is None:
                 continue
             detail = f"run {alert['run_id']} {run.status.value if run else 'is gone from the instance'}"
-            self.store.set_alert_action(alert["id"], expect="launched", action_status=outcome, action_detail=detail)
+            self.store.alerts.set_alert_action(
+                alert["id"], expect="launched", action_status=outcome, action_detail=detail
+            )
             self.say(f"alert #{alert['id']}: remediation {outcome} ({detail})", warn=outcome == "failed")
-        for alert in self.store.alerts_in_action("awaiting_approval"):
-            request = self.store.get_request(alert["approval_id"])
+        for alert in self.store.alerts.alerts_in_action("awaiting_approval"):
+            request = self.store.requests.get_request(alert["approval_id"])
             status = request["status"] if request else "missing"
             if status == "approved":
                 detail = f"rollback approved by {request['decided_by']} ({request['id']})"  # type: ignore[index]
@@ -150,7 +154,7 @@ class _Tick:
             elif status != "pending":
                 reason = (request or {}).get("decision_reason") or ""
                 detail = f"rollback {status} ({alert['approval_id']}){': ' + reason if reason else ''}"
-                self.store.set_alert_action(
+                self.store.alerts.set_alert_action(
                     alert["id"], expect="awaiting_approval", action_status="rejected", action_detail=detail
                 )
                 self.say(f"alert #{alert['id']}: {detail}")
@@ -169,16 +173,16 @@ class _Tick:
         if rule.action == "notify":
             self.finish(alert, "notified", f"rule {rule.name}: notify only. {summary}".strip(), now, **base)
             return
-        busy = self.store.active_remediation(fingerprint=alert["fingerprint"], exclude_id=alert["id"])
+        busy = self.store.alerts.active_remediation(fingerprint=alert["fingerprint"], exclude_id=alert["id"])
         if busy is None and rule.action == "rollback":
-            busy = self.store.active_remediation(action="rollback", exclude_id=alert["id"])
+            busy = self.store.alerts.active_remediation(action="rollback", exclude_id=alert["id"])
         if busy is not None:
             what = f"alert #{busy['id']} ({busy['action']} {busy['action_status']}"
             what += f", run {busy['run_id']})" if busy.get("run_id") else ")"
             self.finish(alert, "suppressed", f"suppressed: remediation in progress: {what}", now, **base)
             return
         if rule.cooldown:
-            last = self.store.last_rule_launch(rule.name)
+            last = self.store.alerts.last_rule_launch(rule.name)
             if last is not None and now - last < rule.cooldown:
                 detail = f"suppressed: rule {rule.name} is cooling down ({rule.cooldown} since {last:%H:%M:%S} UTC)"
                 self.finish(alert, "suppressed", detail, now, **base)
@@ -192,7 +196,7 @@ class _Tick:
 
             running = active_lifecycle_run(self.context.instance, self.spec.name)
             if running:  # one lifecycle run at a time: retrain when the current one ends (decided next tick)
-                self.store.set_alert_action(alert["id"], expect=None, action_detail=f"waiting for run {running}")
+                self.store.alerts.set_alert_action(alert["id"], expect=None, action_detail=f"waiting for run {running}")
                 return
             self.request(alert, None, action_detail=f"rule {rule.name}: retrain", **values)
         elif rule.action == "reembed":
@@ -203,7 +207,7 @@ class _Tick:
                     detail = f"rule {rule.name} re-embeds the batch named by label {rule.batch_label!r}; it has none"
                     self.finish(alert, "error", detail, now, **base)
                     return
-                if self.store.get_batch(batch) is None:
+                if self.store.ledger.get_batch(batch) is None:
                     detail = f"landing batch {batch!r} (label {rule.batch_label}) is unknown"
                     self.finish(alert, "error", detail, now, **base)
                     return
@@ -225,12 +229,15 @@ class _Tick:
             detail = f"roll production back v{current} -> v{target} (pre-approved by rule {rule.name})"
             self.request(alert, None, action_params=params, action_detail=detail, **values)
             return
-        report = self.store.latest_eval_report(candidate_version=target) or self.store.latest_eval_report()
+        report = (
+            self.store.evaluations.latest_eval_report(candidate_version=target)
+            or self.store.evaluations.latest_eval_report()
+        )
         if report is None:
             detail = "no evaluation report to attach to the approval request"
             self.finish(alert, "error", detail, now, rule=rule.name, action=rule.action)
             return
-        request, _ = self.store.open_rollback_request(
+        request, _ = self.store.alerts.open_rollback_request(
             alert={**alert, "run_key": values["run_key"], "rule": rule.name},
             from_version=current,
             to_version=target,
@@ -239,7 +246,7 @@ class _Tick:
             now=now,
         )
         detail = f"roll production back v{current} -> v{target}: waiting for approval request {request['id']}"
-        if self.store.set_alert_action(
+        if self.store.alerts.set_alert_action(
             alert["id"],
             expect=None,
             action_status="awaiting_approval",
@@ -272,7 +279,7 @@ def build_alert_sensor(spec: PipelineSpec, jobs: list[Any]) -> dg.SensorDefiniti
         tick = _Tick(context, store, spec)
         tick.reconcile()
         now = clock.now()
-        for alert in store.alerts_to_handle():
+        for alert in store.alerts.alerts_to_handle():
             tick.handle(alert, rules, now)
         if not tick.requests:
             return dg.SkipReason("; ".join(tick.done[-5:]) if tick.done else "no new alerts")

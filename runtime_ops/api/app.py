@@ -135,7 +135,7 @@ def create_app(
     )
 
     def sync_slack(request_id: str, response_url: str | None = None) -> None:
-        request = store.get_request(request_id)
+        request = store.requests.get_request(request_id)
         if request is None:
             return
         if request.get("slack_ts") or response_url is None:
@@ -153,7 +153,7 @@ def create_app(
         if problem:
             client = request.client.host if request.client else None
             await run_in_threadpool(
-                store.audit,
+                store.audit_log.append,
                 event="attempt",
                 channel="slack",
                 outcome="forged",
@@ -165,7 +165,7 @@ def create_app(
             interaction = parse_interaction(body)
         except MalformedInteraction as exc:
             await run_in_threadpool(
-                store.audit,
+                store.audit_log.append,
                 event="attempt",
                 channel="slack",
                 outcome="malformed",
@@ -198,7 +198,7 @@ def create_app(
             claims = links.read(link_secret, token, now())
         except links.LinkError as exc:
             return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
-        request = store.get_request(claims.request_id)
+        request = store.requests.get_request(claims.request_id)
         if request is None:
             return HTMLResponse(outcome_page("Unknown request", f"No approval request {claims.request_id}."), 404)
         used = _link_use(store, claims.nonce)
@@ -224,8 +224,8 @@ def create_app(
         if request["status"] != "pending":
             by = f" by {request['decided_by']}" if request.get("decided_by") else ""
             return HTMLResponse(outcome_page("Already decided", f"{request['id']} is {request['status']}{by}."), 409)
-        report = store.get_eval_report(request["eval_report_id"]) or {}
-        return HTMLResponse(evidence_page(request, report, claims.approver, store.votes(request["id"])))
+        report = store.evaluations.get_eval_report(request["eval_report_id"]) or {}
+        return HTMLResponse(evidence_page(request, report, claims.approver, store.votes.for_request(request["id"])))
 
     @app.post("/approvals/{token}", response_class=HTMLResponse)
     def approval_decide(
@@ -236,7 +236,7 @@ def create_app(
         try:
             claims = links.read(link_secret, token, now())
         except links.LinkError as exc:
-            store.audit(
+            store.audit_log.append(
                 event="attempt",
                 channel="link",
                 outcome=f"{exc.kind}_link",
@@ -268,7 +268,7 @@ def create_app(
         allowed = {"pending", "approved", "rejected", "superseded", "expired"}
         if status is not None and status not in allowed:
             return JSONResponse({"error": f"unknown status {status!r}; use one of {sorted(allowed)}"}, 400)
-        rows = store.list_requests(status=status, limit=max(1, min(limit, 500)))
+        rows = store.requests.list_requests(status=status, limit=max(1, min(limit, 500)))
         return JSONResponse(jsonable_encoder([{k: r.get(k) for k in _PUBLIC_FIELDS} for r in rows]))
 
     # ------------------------------------------------------------------ Alertmanager inbox
@@ -291,7 +291,7 @@ def create_app(
             return JSONResponse({"error": f"malformed Alertmanager webhook: {exc}"}, 400)
         try:
             counts = await run_in_threadpool(
-                store.record_alerts,
+                store.alerts.record_alerts,
                 [a.row() for a in payload.alerts],
                 receiver=payload.receiver[:256],
                 group_key=payload.group_key,
@@ -306,7 +306,7 @@ def create_app(
     def list_alerts(status: str | None = None, limit: int = 100) -> JSONResponse:
         if status is not None and status not in ("firing", "resolved"):
             return JSONResponse({"error": f"unknown status {status!r}; use firing or resolved"}, 400)
-        rows = store.list_alerts(status=status, limit=max(1, min(limit, 500)))
+        rows = store.alerts.list_alerts(status=status, limit=max(1, min(limit, 500)))
         return JSONResponse(jsonable_encoder([{k: r.get(k) for k in _ALERT_FIELDS} for r in rows]))
 
     # ------------------------------------------------------------------ Prometheus

@@ -17,8 +17,7 @@ from typing import Any
 from runtime_ops.approvals import links
 from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
 from runtime_ops.approvals.slack import RequestView, SlackNotifier
-from runtime_ops.store import StateStore
-from runtime_ops.store.approvals import remove_alias_compensation
+from runtime_ops.store import StateStore, remove_alias_compensation
 
 log = logging.getLogger("runtime_ops.approvals")
 
@@ -44,10 +43,10 @@ class Announcer:
 
     # -------------------------------------------------------------- views
     def view(self, request: dict[str, Any]) -> RequestView:
-        report = self.store.get_eval_report(request["eval_report_id"]) or {}
+        report = self.store.evaluations.get_eval_report(request["eval_report_id"]) or {}
         cand = report.get("candidate_metrics") or {}
         prod = report.get("production_metrics") or {}
-        votes = self.store.votes(request["id"])
+        votes = self.store.votes.for_request(request["id"])
         run_id = request.get("run_id")
         return RequestView(
             request_id=request["id"],
@@ -94,15 +93,15 @@ class Announcer:
             "announced": [],
             "updated": [],
         }
-        summary["escalated"] = self.store.escalate_due(now)
-        summary["expired"] = self.store.expire_due(now)
-        summary["compensated"] = [rid for rid, _ in self.store.compensate_due(COMPENSATIONS, now)]
-        for request in self.store.requests_to_notify():
+        summary["escalated"] = self.store.deadlines.escalate_due(now)
+        summary["expired"] = self.store.deadlines.expire_due(now)
+        summary["compensated"] = [rid for rid, _ in self.store.deadlines.compensate_due(COMPENSATIONS, now)]
+        for request in self.store.notifications.requests_to_notify():
             self.announce(request, now)
             summary["announced"].append(request["id"])
-        for request in self.store.escalations_to_notify():
+        for request in self.store.notifications.escalations_to_notify():
             self.announce_escalation(request, now)
-        for request in self.store.requests_with_messages():
+        for request in self.store.notifications.requests_with_messages():
             if self.sync_message(request):
                 summary["updated"].append(request["id"])
         return summary
@@ -111,12 +110,12 @@ class Announcer:
         """Post a request once, under the idempotency ledger: a crash between posting and recording it is
         noticed (the claim is `started`) and the next tick says so in the message instead of posting blindly."""
         key = f"notify:{request['id']}"
-        claim = self.store.claim_effect(key, "notify", OWNER, now=now, stale_after=NOTIFY_STALE_AFTER)
+        claim = self.store.effects.claim_effect(key, "notify", OWNER, now=now, stale_after=NOTIFY_STALE_AFTER)
         if claim.action == "busy":
             return
         if claim.action == "skip":  # posted earlier; only the bookkeeping was lost
             result = claim.result or {}
-            self.store.mark_notified(
+            self.store.notifications.mark_notified(
                 request["id"],
                 now=now,
                 channel=result.get("channel_kind", "slack"),
@@ -130,10 +129,10 @@ class Announcer:
         try:
             result = self._post(request, now, resent=resent)
         except Exception as exc:
-            self.store.fail_effect(key, f"{type(exc).__name__}: {exc}")
+            self.store.effects.fail_effect(key, f"{type(exc).__name__}: {exc}")
             raise
-        self.store.finish_effect(key, result, now=now)
-        self.store.mark_notified(
+        self.store.effects.finish_effect(key, result, now=now)
+        self.store.notifications.mark_notified(
             request["id"],
             now=now,
             channel=result["channel_kind"],
@@ -192,7 +191,9 @@ class Announcer:
             for approver in approvers:
                 self.emit(f"escalation of {request['id']} to {approver}: {self.link(request, approver, now)}")
             channel = "log"
-        self.store.mark_escalation_notified(request["id"], now=now, channel=channel, detail={"to": approvers})
+        self.store.notifications.mark_escalation_notified(
+            request["id"], now=now, channel=channel, detail={"to": approvers}
+        )
 
     def sync_message(self, request: dict[str, Any]) -> bool:
         """Bring a request's Slack message up to date with its state; True when it was updated."""
@@ -203,5 +204,5 @@ class Announcer:
         if state == request.get("slack_status"):
             return False
         self.notifier.update_request(request["slack_channel"], request["slack_ts"], view)
-        self.store.set_slack_status(request["id"], state)
+        self.store.notifications.set_slack_status(request["id"], state)
         return True

@@ -48,7 +48,7 @@ def evaluate_gate(
     While a human decides, the candidate serves as the `canary` alias; if the request ends without approval
     (rejected or expired) the registered compensation removes that alias again.
     """
-    report = store.latest_eval_report()
+    report = store.evaluations.latest_eval_report()
     if report is None:
         return GateOutcome(False, "no_report", "no evaluation report yet: materialize evaluation_report first")
     verdict = report["verdict"]
@@ -66,7 +66,7 @@ def evaluate_gate(
     with tracing.approval_request_span(
         **{"approval.kind": "policy" if auto else "human", "approval.candidate_version": version}
     ) as span:
-        request, created = store.open_request(
+        request, created = store.requests.open_request(
             candidate_version=version,
             candidate_digest=report["candidate_digest"],
             eval_report_id=report["id"],
@@ -83,7 +83,7 @@ def evaluate_gate(
         span.set_attribute("approval.id", request["id"])
         span.set_attribute("approval.created", created)
     if created and not auto:
-        store.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
+        store.registry.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
     return outcome_for(request, report)
 
 
@@ -115,13 +115,13 @@ def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tu
     Returns (candidate version, approved request). The decision must be for this exact candidate digest
     (model bytes + evaluation report), so an approval shown for one candidate never promotes another.
     """
-    report = store.latest_eval_report()
+    report = store.evaluations.latest_eval_report()
     if report is None:
         raise PromotionRefused("refusing to promote: no evaluation report exists; materialize evaluation_report")
     digest = report["candidate_digest"]
     version = report["candidate_version"]
     if approval_id is not None:
-        request = store.get_request(approval_id)
+        request = store.requests.get_request(approval_id)
         if request is None:
             raise PromotionRefused(f"refusing to promote: approval request {approval_id!r} does not exist")
         if request["candidate_digest"] != digest:
@@ -131,7 +131,7 @@ def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tu
                 f"(digest {digest[:12]}…); the decision does not carry over to a different candidate"
             )
     else:
-        request = store.request_for_digest(digest)
+        request = store.requests.request_for_digest(digest)
     if request is None:
         raise PromotionRefused(
             f"refusing to promote candidate v{version}: no approval recorded for its digest {digest[:12]}…. "

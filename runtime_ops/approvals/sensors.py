@@ -80,10 +80,10 @@ def approvals_tick(
     reported: list[str] = cursor["reported"]
     requests: list[dg.RunRequest] = []
     events: list[dg.AssetCheckEvaluation] = []
-    for request in store.approved_unlaunched():
+    for request in store.notifications.approved_unlaunched():
         run = run_tagged(context.instance, APPROVAL_TAG, request["id"])
         if run is not None:
-            store.mark_request_launched(request["id"], run.run_id)
+            store.notifications.mark_request_launched(request["id"], run.run_id)
             continue
         requests.append(
             dg.RunRequest(
@@ -100,7 +100,7 @@ def approvals_tick(
             )
         )
         if request["id"] not in reported:
-            outcome = outcome_for(request, store.get_eval_report(request["eval_report_id"]))
+            outcome = outcome_for(request, store.evaluations.get_eval_report(request["eval_report_id"]))
             events.append(
                 dg.AssetCheckEvaluation(
                     asset_key=report_key,

@@ -35,10 +35,10 @@ def parse_batch(
     context: dg.AssetExecutionContext, store: StateStore, source: LandingSource, max_document_bytes: int
 ) -> dg.MaterializeResult:
     batch_id = context.partition_key
-    batch = store.get_batch(batch_id)
+    batch = store.ledger.get_batch(batch_id)
     if batch is None:
         raise dg.Failure(f"landing batch {batch_id!r} is not in the state store; was the database reset?")
-    docs = store.batch_documents(batch_id)
+    docs = store.documents.batch_documents(batch_id)
     todo = [d for d in docs if d["status"] == "pending"]
     context.log.info(f"batch {batch_id}: {len(docs)} objects, {len(todo)} to parse (the rest done earlier)")
     started = time.monotonic()
@@ -50,12 +50,12 @@ def parse_batch(
             data = source.read(ref)
             parsed = parse_document(doc["key"], data, max_bytes=max_document_bytes)
         except QuarantineError as exc:
-            store.quarantine(doc["id"], exc.code, exc.reason)
+            store.documents.quarantine(doc["id"], exc.code, exc.reason)
             quarantined.append((doc["key"], exc.code, exc.reason))
             context.log.warning(f"quarantined {doc['key']} ({exc.code}): {exc.reason}")
             continue
         except ObjectChanged as exc:
-            store.quarantine(
+            store.documents.quarantine(
                 doc["id"],
                 "changed",
                 f"replaced before it was read ({exc}); the new version lands in its own batch",
@@ -63,10 +63,10 @@ def parse_batch(
             quarantined.append((doc["key"], "changed", str(exc)))
             continue
         except ObjectGone as exc:
-            store.quarantine(doc["id"], "gone", f"deleted before it was read: {exc}")
+            store.documents.quarantine(doc["id"], "gone", f"deleted before it was read: {exc}")
             quarantined.append((doc["key"], "gone", str(exc)))
             continue
-        store.store_parsed(
+        store.documents.store_parsed(
             doc["id"],
             content_hash=parsed.content_hash,
             fmt=parsed.format,
@@ -75,7 +75,7 @@ def parse_batch(
         )
         if progress.due():
             context.log.info(f"parsed {i}/{len(todo)} documents of batch {batch_id}")
-    statuses = Counter(d["status"] for d in store.batch_documents(batch_id))
+    statuses = Counter(d["status"] for d in store.documents.batch_documents(batch_id))
     return dg.MaterializeResult(
         metadata={
             "batch_id": batch_id,
@@ -91,25 +91,25 @@ def parse_batch(
 
 def chunk_batch(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
     batch_id = context.partition_key
-    docs = store.parsed_documents(batch_id)
+    docs = store.documents.parsed_documents(batch_id)
     n_chunks = 0
     stale = 0
     progress = Every(_PROGRESS_SECONDS)
     for i, doc in enumerate(docs, 1):
         pieces = chunk_text(doc["text"] or "")
-        if store.store_chunks(doc["id"], pieces) == "superseded":
+        if store.documents.store_chunks(doc["id"], pieces) == "superseded":
             stale += 1
         n_chunks += len(pieces)
         if progress.due():
             context.log.info(f"chunked {i}/{len(docs)} documents of batch {batch_id}")
-    store.mark_batch(batch_id, "ingested", run_id=context.run_id)
+    store.ledger.mark_batch(batch_id, "ingested", run_id=context.run_id)
     return dg.MaterializeResult(
         metadata={
             "batch_id": batch_id,
             "documents": dg.MetadataValue.int(len(docs)),
             "chunks": dg.MetadataValue.int(n_chunks),
             "superseded_on_arrival": dg.MetadataValue.int(stale),
-            "corpus_revision": dg.MetadataValue.int(store.corpus_revision()),
+            "corpus_revision": dg.MetadataValue.int(store.ledger.corpus_revision()),
         }
     )
 

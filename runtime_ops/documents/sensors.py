@@ -16,7 +16,7 @@ from runtime_ops.resources.landing import S3LandingSource, is_ignored_key
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.runs import run_tagged
-from runtime_ops.store.store import NewObject, StateStore
+from runtime_ops.store import NewObject, StateStore
 
 if TYPE_CHECKING:
     from runtime_ops.resources.queue import EventQueue
@@ -99,11 +99,13 @@ def drain_events(
     keys = list(dict.fromkeys(o.key for o in plan.objects))
     known: set[tuple[str, str]] = set()
     for start in range(0, len(keys), KNOWN_CHUNK):
-        known |= store.known_versions(keys[start : start + KNOWN_CHUNK])
+        known |= store.ledger.known_versions(keys[start : start + KNOWN_CHUNK])
     new = [o for o in plan.objects if (o.key, o.version) not in known]
     tick.known = tick.versions - len(new)
     if new:
-        tick.batch = store.record_batch(source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in new])
+        tick.batch = store.ledger.record_batch(
+            source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in new]
+        )
     # Committed (or nothing to commit): every message of this poll is now safe to acknowledge.
     receipts = [m.receipt_handle for m in messages]
     try:
@@ -149,10 +151,10 @@ def landing_tick(
 
     # A batch recorded by a tick whose result never reached Dagster (crash, timeout) is re-requested; the
     # run key makes a second request for a batch that did launch a no-op.
-    for batch in store.batches(status="pending"):
+    for batch in store.ledger.batches(status="pending"):
         run = run_tagged(context.instance, BATCH_TAG, batch["id"])
         if run is not None:
-            store.mark_batch(batch["id"], "launched", run_id=run.run_id)
+            store.ledger.mark_batch(batch["id"], "launched", run_id=run.run_id)
         else:
             partitions.append(batch["id"])
             run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
@@ -184,13 +186,13 @@ def landing_tick(
 
     result = scan(
         source,
-        store.known_versions,
+        store.ledger.known_versions,
         start_after=cursor.get("start_after"),
         max_new=spec.landing.batch_max_objects,
         max_keys=spec.landing.scan_max_keys,
     )
     if result.new:
-        batch = store.record_batch(
+        batch = store.ledger.record_batch(
             source.uri,
             [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new],
         )

@@ -19,10 +19,10 @@ def _embedder_from_bytes(digest: str, data: bytes) -> Embedder:
 
 
 def load_embedder(store: StateStore, version: int) -> Embedder:
-    model = store.get_model(version)
+    model = store.registry.get_model(version)
     if model is None:
         raise LookupError(f"model version {version} is not in the registry")
-    return _embedder_from_bytes(model["digest"], store.get_artifact(model["artifact_id"]))
+    return _embedder_from_bytes(model["digest"], store.artifacts.get_artifact(model["artifact_id"]))
 
 
 def corpus(store: StateStore) -> tuple[list[int], list[str], list[str]]:
@@ -30,7 +30,7 @@ def corpus(store: StateStore) -> tuple[list[int], list[str], list[str]]:
     ids: list[int] = []
     keys: list[str] = []
     texts: list[str] = []
-    for page in store.iter_current_chunks():
+    for page in store.documents.iter_current_chunks():
         for cid, key, text in page:
             ids.append(cid)
             keys.append(key)

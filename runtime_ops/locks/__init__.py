@@ -2,7 +2,7 @@
 
     locker = open_locker(get_settings())
     with locker.hold("promotion", ttl_ms=30_000, wait_s=10) as lease:
-        store.set_alias("production", version, actor=..., fence=lease.fence)
+        store.registry.set_alias("production", version, actor=..., fence=lease.fence)
 
 The backends are imported on first use (`RedisLocker`, `StoreLocker`, `open_locker`), so importing the interface
 does not import redis-py or SQLAlchemy.

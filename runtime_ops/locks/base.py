@@ -2,7 +2,7 @@
 
 A lease is only a hint that nobody else is working: a holder can pause (GC, SIGSTOP, a slow disk) past its TTL
 while another process takes the lock. Every protected write therefore carries `Lease.fence`, and the store
-refuses a fence lower than the last one it accepted (`StateStore.set_alias(..., fence=...)`). Nothing here
+refuses a fence lower than the last one it accepted (`StateStore.registry.set_alias(..., fence=...)`). Nothing here
 replaces that check: `Lease.lease_lost` and `LockLost` only report what the renewal saw.
 
 Backends implement `_try_acquire`, `release` and `extend`; `LockerBase` gives them the bounded wait

@@ -33,7 +33,7 @@ from runtime_ops.store.engine import upsert
 from runtime_ops.store.schema import locks
 
 if TYPE_CHECKING:
-    from runtime_ops.store.store import StateStore
+    from runtime_ops.store import StateStore
 
 _NOW_MS = {
     "postgresql": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",

@@ -29,7 +29,7 @@ def train_candidate(
 ) -> dg.MaterializeResult:
     from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
 
-    revision = store.corpus_revision()
+    revision = store.ledger.corpus_revision()
     _, keys, texts = corpus(store)
     if len(texts) < 2:
         raise dg.Failure(
@@ -48,8 +48,8 @@ def train_candidate(
     train_s = time.monotonic() - started
     data = embedder.to_bytes()
     model_digest = digest(data)
-    artifact_id = store.put_artifact("embedder", data, model_digest)
-    model, created = store.register_model(
+    artifact_id = store.artifacts.put_artifact("embedder", data, model_digest)
+    model, created = store.registry.register_model(
         digest=model_digest,
         artifact_id=artifact_id,
         params=params.to_dict(),
@@ -58,7 +58,7 @@ def train_candidate(
         corpus_revision=revision,
         run_id=context.run_id,
     )
-    store.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
+    store.registry.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
     context.log.info(
         f"model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
         f"trained on {len(texts)} chunks in {train_s:.2f}s"
@@ -86,11 +86,11 @@ def evaluate_candidate(
     from runtime_ops.models.policy import candidate_digest, judge, report_digest
 
     gate = spec.gate
-    candidate_version = store.alias("candidate")
+    candidate_version = store.registry.alias("candidate")
     if candidate_version is None:
         raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
-    production_version = store.alias("production")
-    candidate = store.get_model(candidate_version)
+    production_version = store.registry.alias("production")
+    candidate = store.registry.get_model(candidate_version)
     assert candidate is not None
     keys, texts, questions = golden_inputs(store, str(spec.golden_set))
     cand_metrics = evaluate_embedder(load_embedder(store, candidate_version), texts, keys, questions)
@@ -110,7 +110,7 @@ def evaluate_candidate(
         "candidate_metrics": cand_metrics,
         "production_metrics": prod_metrics,
         "questions": [q.id for q in questions],
-        "corpus_revision": store.corpus_revision(),
+        "corpus_revision": store.ledger.corpus_revision(),
     }
     r_digest = report_digest(report)
     c_digest = candidate_digest(candidate["digest"], r_digest)
@@ -127,7 +127,7 @@ def evaluate_candidate(
         "delta": verdict.delta,
         "primary_metric": gate.primary_metric,
     }
-    row = store.record_eval_report(
+    row = store.evaluations.record_eval_report(
         candidate_version=candidate_version,
         production_version=production_version,
         candidate_metrics=cand_metrics,
@@ -201,7 +201,7 @@ def _history(store: StateStore, candidate_version: int, production_version: int 
             verdict=verdict_text(row["verdict"] or {}),
             production=row["candidate_version"] == production_version,
         )
-        for row in store.eval_history()
+        for row in store.evaluations.eval_history()
     ]
     return history_markdown(versions, highlight=candidate_version)
 
@@ -227,7 +227,7 @@ def promote(
         version, request = verify_promotion(store, approval_id=approval_id)
     except PromotionRefused as exc:
         raise dg.Failure(str(exc), allow_retries=False) from None
-    previous = store.alias("production")
+    previous = store.registry.alias("production")
     if config.dry_run:
         steps = promotion_steps(store, version=version, request=request, fence=None, run_id=context.run_id)
         lines = plan(steps, {})
@@ -252,7 +252,7 @@ def promote(
         raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
     except CompensationFailed as exc:
         raise dg.Failure(f"promotion needs an operator: {exc}", allow_retries=False) from None
-    model = store.get_model(version)
+    model = store.registry.get_model(version)
     assert model is not None
     return dg.MaterializeResult(
         metadata={

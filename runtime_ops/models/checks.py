@@ -24,7 +24,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
     )
     @observed
     def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
-        report = state.store().scoped(spec.name).latest_eval_report()
+        report = state.store().scoped(spec.name).evaluations.latest_eval_report()
         if report is None:
             return dg.AssetCheckResult(passed=False, description="no evaluation report yet")
         verdict = report["verdict"]

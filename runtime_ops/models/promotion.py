@@ -34,13 +34,13 @@ class StoreJournal:
         self.store, self.owner, self.kind = store, owner, kind
 
     def load(self, saga_id: str) -> SagaState | None:
-        row = self.store.load_saga(saga_id)
+        row = self.store.sagas.load_saga(saga_id)
         if row is None:
             return None
         return SagaState(saga_id, status=row["status"], steps=list(row["steps"] or []), error=row["error"])
 
     def save(self, state: SagaState) -> None:
-        self.store.save_saga(
+        self.store.sagas.save_saga(
             state.saga_id, kind=self.kind, status=state.status, steps=state.steps, error=state.error, owner=self.owner
         )
 
@@ -61,18 +61,20 @@ def promotion_steps(
     actor = request.get("decided_by") or "policy"
 
     def move_alias(ctx: dict[str, Any]) -> dict[str, Any]:
-        previous = store.alias("production")
+        previous = store.registry.alias("production")
         failpoint("promotion.alias")
-        store.set_alias("production", version, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence)
+        store.registry.set_alias(
+            "production", version, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
+        )
         log(f"production: v{previous} -> v{version}")
         return {"previous_production": previous}
 
     def undo_alias(ctx: dict[str, Any], data: dict[str, Any]) -> None:
         previous = data.get("previous_production")
         if previous is None:
-            store.remove_alias("production", actor="compensation", run_id=run_id, fence=fence)
+            store.registry.remove_alias("production", actor="compensation", run_id=run_id, fence=fence)
         else:
-            store.set_alias(
+            store.registry.set_alias(
                 "production", previous, actor="compensation", approval_id=request["id"], run_id=run_id, fence=fence
             )
         log(f"compensated: production back to v{previous}")
@@ -81,8 +83,8 @@ def promotion_steps(
         embed_missing(store, version, log)
         failpoint("promotion.index")
         built = build_index(store, version, run_id)
-        previous = store.alias("retrieval_index")
-        store.set_alias(
+        previous = store.registry.alias("retrieval_index")
+        store.registry.set_alias(
             "retrieval_index", built.index_id, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
         )
         return {"previous_index": previous, "index_id": built.index_id}
@@ -90,14 +92,14 @@ def promotion_steps(
     def undo_index(ctx: dict[str, Any], data: dict[str, Any]) -> None:
         previous = data.get("previous_index")
         if previous is None:
-            store.remove_alias("retrieval_index", actor="compensation", run_id=run_id, fence=fence)
+            store.registry.remove_alias("retrieval_index", actor="compensation", run_id=run_id, fence=fence)
         else:
-            store.set_alias("retrieval_index", previous, actor="compensation", run_id=run_id, fence=fence)
+            store.registry.set_alias("retrieval_index", previous, actor="compensation", run_id=run_id, fence=fence)
         log(f"compensated: retrieval_index back to #{previous}")
 
     def announce(ctx: dict[str, Any]) -> dict[str, Any]:
         failpoint("promotion.announce")
-        store.audit(
+        store.audit_log.append(
             event="promoted",
             request_id=request["id"],
             actor=actor,
@@ -108,7 +110,7 @@ def promotion_steps(
         return {"announced": True}
 
     def retract(ctx: dict[str, Any], data: dict[str, Any]) -> None:
-        store.audit(
+        store.audit_log.append(
             event="promotion_retracted",
             request_id=request["id"],
             channel="dagster",
@@ -117,14 +119,14 @@ def promotion_steps(
         )
 
     def describe_alias(ctx: dict[str, Any]) -> str:
-        return f"production: v{store.alias('production')} -> v{version} (fenced write)"
+        return f"production: v{store.registry.alias('production')} -> v{version} (fenced write)"
 
     def describe_index(ctx: dict[str, Any]) -> str:
-        counts = store.embedding_counts(version)
+        counts = store.embeddings.embedding_counts(version)
         todo = counts["current_chunks"] - counts["embedded"]
         return (
             f"embed {todo} chunks with v{version}, build an index of {counts['current_chunks']} chunks, "
-            f"retrieval_index: #{store.alias('retrieval_index')} -> the new index (fenced write)"
+            f"retrieval_index: #{store.registry.alias('retrieval_index')} -> the new index (fenced write)"
         )
 
     def describe_announce(ctx: dict[str, Any]) -> str:

@@ -17,10 +17,10 @@ from runtime_ops.store import StateStore
 
 def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
     """The candidate metrics of the evaluation report behind the approval that promoted `version`."""
-    for change in reversed(store.alias_history("production")):
+    for change in reversed(store.registry.alias_history("production")):
         if change["new_target"] == version and change["approval_id"]:
-            request = store.get_request(change["approval_id"])
-            report = store.get_eval_report(request["eval_report_id"]) if request else None
+            request = store.requests.get_request(change["approval_id"])
+            report = store.evaluations.get_eval_report(request["eval_report_id"]) if request else None
             return report["candidate_metrics"] if report else None
     return None
 
@@ -28,7 +28,7 @@ def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
 def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
     from runtime_ops.models.evaluation import evaluate_embedder
 
-    version = store.alias("production")
+    version = store.registry.alias("production")
     if version is None:
         raise dg.Failure("no production model to evaluate", allow_retries=False)
     keys, texts, questions = golden_inputs(store, str(spec.golden_set))
@@ -36,7 +36,7 @@ def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.Materialize
     baseline = _promoted_with(store, version) or {}
     metadata: dict[str, Any] = {name: dg.MetadataValue.float(float(v)) for name, v in metrics.items()}
     metadata["model_version"] = dg.MetadataValue.int(version)
-    metadata["corpus_revision"] = dg.MetadataValue.int(store.corpus_revision())
+    metadata["corpus_revision"] = dg.MetadataValue.int(store.ledger.corpus_revision())
     primary = spec.gate.primary_metric
     if primary in baseline and primary in metrics:
         metadata[f"promoted_with/{primary}"] = dg.MetadataValue.float(float(baseline[primary]))

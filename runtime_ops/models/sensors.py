@@ -31,13 +31,13 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDef
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
         store = state.store().scoped(spec.name)
-        revision = store.corpus_revision()
+        revision = store.ledger.corpus_revision()
         if revision == 0:
             return dg.SkipReason("no ingested documents yet")
         running = active_lifecycle_run(context.instance, spec.name)
         if running:
             return dg.SkipReason(f"waiting for lifecycle run {running} to finish")
-        latest = store.latest_model()
+        latest = store.registry.latest_model()
         if latest is None or latest["corpus_revision"] < revision:
             return dg.RunRequest(job_name=train_job.name, run_key=f"train-rev{revision}")
         return dg.SkipReason(f"the newest model is trained on corpus revision {revision}")

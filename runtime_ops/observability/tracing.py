@@ -387,9 +387,9 @@ def record_approval_decision(
 def traced_vote(
     store: Any, request_id: str, *, channel: str, approve: bool, now: datetime | None = None, **kw: Any
 ) -> Any:
-    """`store.cast_vote(...)` plus its `approval.decision` span: what every decision path calls."""
+    """`store.votes.cast_vote(...)` plus its `approval.decision` span: what every decision path calls."""
     start = time.time_ns()
-    result = store.cast_vote(request_id, channel=channel, approve=approve, now=now, **kw)
+    result = store.votes.cast_vote(request_id, channel=channel, approve=approve, now=now, **kw)
     record_approval_decision(
         result.request,
         request_id=request_id,

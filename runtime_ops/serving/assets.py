@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # numpy loads when an asset runs, not when the code location 
 
 
 def _production_version(store: StateStore) -> int:
-    version = store.alias("production")
+    version = store.registry.alias("production")
     if version is None:
         raise dg.Failure("no production model yet: promote one first (production_model)")
     return int(version)
@@ -32,7 +32,7 @@ def embed_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.Mat
     version = _production_version(store)
     started = time.monotonic()
     written = embed_missing(store, version, context.log.info)
-    after = store.embedding_counts(version)
+    after = store.embeddings.embedding_counts(version)
     return dg.MaterializeResult(
         metadata={
             "model_version": dg.MetadataValue.int(version),
@@ -51,9 +51,11 @@ def index_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.Mat
         built = build_index(store, version, context.run_id)
     except RuntimeError as exc:
         raise dg.Failure(str(exc)) from None
-    previous = store.alias("retrieval_index")
+    previous = store.registry.alias("retrieval_index")
     if previous != built.index_id:
-        store.set_alias("retrieval_index", built.index_id, actor=f"run:{context.run_id}", run_id=context.run_id)
+        store.registry.set_alias(
+            "retrieval_index", built.index_id, actor=f"run:{context.run_id}", run_id=context.run_id
+        )
     return dg.MaterializeResult(
         metadata={
             "index_id": dg.MetadataValue.int(built.index_id),
@@ -87,17 +89,17 @@ def answer_questions(
 
     from runtime_ops.serving.index import RetrievalIndex
 
-    meta = store.current_index()
+    meta = store.indexes.current_index()
     if meta is None:
         raise dg.Failure("no retrieval index yet: materialize retrieval_index first")
-    index = RetrievalIndex.from_bytes(store.get_artifact(meta["artifact_id"]))
+    index = RetrievalIndex.from_bytes(store.artifacts.get_artifact(meta["artifact_id"]))
     embedder = load_embedder(store, meta["model_version"])
     questions = config.questions or default_questions(answers)
     if not questions:
         raise dg.Failure("no questions: pass run config questions: [...] or ship demo/questions.txt")
     qvecs = embedder.embed(questions)
     hits = index.search(qvecs, config.top_k)
-    texts = store.chunk_texts([cid for row in hits for cid, _ in row])
+    texts = store.documents.chunk_texts([cid for row in hits for cid, _ in row])
     llm = None
     if answers.endpoint:
         from runtime_ops.serving.endpoint import ChatEndpoint
@@ -118,7 +120,7 @@ def answer_questions(
         ]
         # One answer per (index, question, answerer): a re-run or retry reuses it instead of asking again.
         key = f"answer:{meta['id']}:{hashlib.sha256(question.encode()).hexdigest()[:24]}:{mode}"
-        claim = store.claim_effect(key, "answer", context.run_id)
+        claim = store.effects.claim_effect(key, "answer", context.run_id)
         if claim.action == "skip" and claim.result:
             answer, answerer = claim.result["answer"], claim.result["answerer"]
             reused += 1
@@ -137,15 +139,15 @@ def answer_questions(
             if answerer == mode:
                 pending_keys.append((key, {"answer": answer, "answerer": answerer}))
             else:  # a fallback answer is not the effect asked for: the next run asks the endpoint again
-                store.fail_effect(key, "model endpoint failed; answered extractively")
+                store.effects.fail_effect(key, "model endpoint failed; answered extractively")
         cited = ", ".join(sorted({s["key"] for s in sources}))
         lines.append(f"| {question} | {answer.replace('|', '/').replace(chr(10), ' ')} | {cited} |")
     if llm is not None:
         llm.close()
     if rows:
-        store.record_answers(rows)
+        store.answers.record_answers(rows)
     for key, result in pending_keys:
-        store.finish_effect(key, result)
+        store.effects.finish_effect(key, result)
     return dg.MaterializeResult(
         metadata={
             "questions": dg.MetadataValue.int(len(questions)),

@@ -25,15 +25,15 @@ def embed_missing(store: StateStore, version: int, log: Callable[[str], None] = 
     killed half-way resumes where it stopped and embeds nothing twice.
     """
     embedder = load_embedder(store, version)
-    counts = store.embedding_counts(version)
+    counts = store.embeddings.embedding_counts(version)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0
     while True:
-        batch = store.chunks_missing_embeddings(version, EMBED_BATCH)
+        batch = store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH)
         if not batch:
             return written
         vectors = embedder.embed([text for _, text in batch])
-        written += store.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
+        written += store.embeddings.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
         log(f"embedded {written}/{todo} chunks with model v{version}")
         failpoint("embeddings.batch")  # after the batch is committed: a fault test may kill or slow us here
 
@@ -54,14 +54,14 @@ def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltInd
     from runtime_ops.embedders.lsa import digest
     from runtime_ops.serving.index import RetrievalIndex
 
-    revision = store.corpus_revision()
+    revision = store.ledger.corpus_revision()
     ids: list[int] = []
     vecs: list[np.ndarray] = []
-    for page in store.iter_current_embeddings(version):
+    for page in store.embeddings.iter_current_embeddings(version):
         for cid, _key, raw in page:
             ids.append(cid)
             vecs.append(np.frombuffer(raw, dtype="<f4"))
-    counts = store.embedding_counts(version)
+    counts = store.embeddings.embedding_counts(version)
     if len(ids) != counts["current_chunks"]:
         raise RuntimeError(
             f"{counts['current_chunks'] - len(ids)} current chunks have no embedding for model v{version}; "
@@ -71,13 +71,13 @@ def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltInd
     matrix = np.vstack(vecs).astype("<f4") if vecs else np.zeros((0, dim), dtype="<f4")
     data = RetrievalIndex(np.asarray(ids, dtype="<i8"), matrix).to_bytes()
     index_digest = digest(data)
-    current = store.current_index()
+    current = store.indexes.current_index()
     if current is not None and current["model_version"] == version and current["corpus_revision"] == revision:
-        artifact_digest = store.artifact_digest(current["artifact_id"])
+        artifact_digest = store.artifacts.artifact_digest(current["artifact_id"])
         if artifact_digest == index_digest:
             return BuiltIndex(current["id"], version, revision, len(ids), index_digest, len(data), reused=True)
-    artifact_id = store.put_artifact("retrieval_index", data, index_digest)
-    index_id = store.record_index(
+    artifact_id = store.artifacts.put_artifact("retrieval_index", data, index_digest)
+    index_id = store.indexes.record_index(
         model_version=version, corpus_revision=revision, n_chunks=len(ids), artifact_id=artifact_id, run_id=run_id
     )
     return BuiltIndex(index_id, version, revision, len(ids), index_digest, len(data), reused=False)

@@ -66,9 +66,6 @@ class Votes(Repository):
         self._audit = audit
         self._requests = requests
 
-    def __call__(self, request_id: str) -> list[dict[str, Any]]:  # TEMPORARY: the old `store.votes(rid)`
-        return self.for_request(request_id)
-
     def for_request(self, request_id: str) -> list[dict[str, Any]]:
         with self.tx() as conn:
             mine = and_(_V.c.request_id == request_id, self.owned(_R))
