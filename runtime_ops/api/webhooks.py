@@ -15,7 +15,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from runtime_ops.resources.landing import is_ignored_key, open_landing
+from runtime_ops.documents.landing import is_ignored_key, open_landing
 
 HEADER = "X-Runtime-Ops-Token"
 

@@ -1,8 +1,13 @@
 """The landing resource: where documents arrive, a local folder or an S3 prefix, behind one interface."""
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
-from runtime_ops.resources.landing import LandingSource, open_landing
+from runtime_ops.documents.landing import LandingSource, open_landing
+
+if TYPE_CHECKING:
+    from runtime_ops.documents.landing.queue import EventQueue
 
 
 class LandingResource(dg.ConfigurableResource):
@@ -22,10 +27,10 @@ class LandingResource(dg.ConfigurableResource):
     def source(self) -> LandingSource:
         return open_landing(self.uri, endpoint_url=self.endpoint_url)
 
-    def event_queue(self):  # type: ignore[no-untyped-def]  # -> runtime_ops.resources.queue.EventQueue
+    def event_queue(self) -> "EventQueue | None":
         """The SQS queue of event mode (the client is built on first use), or None in listing mode."""
         if not self.sqs_queue_url:
             return None
-        from runtime_ops.resources.queue import EventQueue
+        from runtime_ops.documents.landing.queue import EventQueue
 
         return EventQueue(self.sqs_queue_url, endpoint_url=self.endpoint_url)
