@@ -28,7 +28,8 @@ from runtime_ops.api.pages import evidence_page, outcome_page
 from runtime_ops.api.webhooks import landing_router
 from runtime_ops.approvals import links
 from runtime_ops.approvals.announce import Announcer
-from runtime_ops.approvals.slack import MalformedInteraction, SlackNotifier, parse_interaction, slack_client
+from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
+from runtime_ops.approvals.slack.interactions import MalformedInteraction, parse_interaction
 from runtime_ops.observability.logs import register_settings_secrets
 from runtime_ops.observability.tracing import traced_vote
 from runtime_ops.settings import Settings, get_settings

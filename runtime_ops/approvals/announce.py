@@ -16,7 +16,8 @@ from typing import Any
 
 from runtime_ops.approvals import links
 from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
-from runtime_ops.approvals.slack import RequestView, SlackNotifier
+from runtime_ops.approvals.slack.blocks import RequestView
+from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.store import StateStore
 from runtime_ops.store.approvals import remove_alias_compensation
 

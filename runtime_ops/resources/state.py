@@ -64,7 +64,7 @@ class ApprovalsResource(dg.ConfigurableResource):
 
     def announcer(self, store: StateStore):  # type: ignore[no-untyped-def]
         from runtime_ops.approvals.announce import Announcer
-        from runtime_ops.approvals.slack import SlackNotifier, slack_client
+        from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
         from runtime_ops.settings import get_settings
 
         settings = get_settings()
