@@ -54,6 +54,7 @@ def cmd_approvals_list(args: argparse.Namespace) -> int:
 
 def _decide(args: argparse.Namespace, approve: bool) -> int:
     from runtime_ops import clock
+    from runtime_ops.decisions.decide import decide
 
     store = _store()
     request = store.get_request(args.request_id)
@@ -62,15 +63,19 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
         if report:
             print(report["markdown"])
             print(f"\nverdict: {report['verdict']['reason']}\n")
-    from runtime_ops.observability.tracing import traced_vote
-
-    result = traced_vote(
-        store, args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli", now=clock.now()
+    outcome = decide(
+        store,
+        args.request_id,
+        actor=args.actor,
+        vote="approve" if approve else "reject",
+        channel="cli",
+        reason=args.reason,
+        now=clock.now(),
     )
-    print(result.message)
-    if result.outcome == "accepted" and approve:
+    print(outcome.message)
+    if outcome.decided and approve:
         print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
-    return 0 if result.counted else 1
+    return 0 if outcome.counted else 1
 
 
 def cmd_promote(args: argparse.Namespace) -> int:

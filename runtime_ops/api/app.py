@@ -30,8 +30,8 @@ from runtime_ops.approvals import links
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.interactions import MalformedInteraction, parse_interaction
+from runtime_ops.decisions.decide import decide
 from runtime_ops.observability.logs import register_settings_secrets
-from runtime_ops.observability.tracing import traced_vote
 from runtime_ops.settings import Settings, get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
@@ -175,11 +175,11 @@ def create_app(
             )
             return JSONResponse({"error": f"malformed interaction: {exc}"}, 400)
         result = await run_in_threadpool(
-            traced_vote,
+            decide,
             store,
             interaction.value,
             actor=interaction.user_id,
-            approve=interaction.action_id == "approve",
+            vote=interaction.vote,
             channel="slack",
             now=now(),
             dedupe_key=interaction.dedupe_key,
@@ -245,11 +245,11 @@ def create_app(
                 now=now(),
             )
             return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
-        result = traced_vote(
+        result = decide(
             store,
             claims.request_id,
             actor=claims.approver,
-            approve=action == "approve",
+            vote="approve" if action == "approve" else "reject",
             channel="link",
             reason=reason or None,
             now=now(),

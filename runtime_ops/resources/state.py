@@ -52,7 +52,7 @@ class ApprovalsResource(dg.ConfigurableResource):
     def request_policy(self):  # type: ignore[no-untyped-def]
         from datetime import timedelta
 
-        from runtime_ops.approvals.rules import RequestPolicy
+        from runtime_ops.decisions.rules import RequestPolicy
 
         return RequestPolicy(
             approvers=tuple(self.approvers),
