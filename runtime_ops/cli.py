@@ -10,12 +10,15 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_ops.settings import SettingsError, get_settings
 
+if TYPE_CHECKING:  # the store (SQLAlchemy, migrations) loads only for commands that use it
+    from runtime_ops.store import StateStore
 
-def _store():  # type: ignore[no-untyped-def]
+
+def _store() -> StateStore:
     from runtime_ops.store import open_store
 
     return open_store(get_settings().resolved_database_url)

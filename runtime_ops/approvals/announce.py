@@ -195,6 +195,17 @@ class Announcer:
             channel = "log"
         self.store.mark_escalation_notified(request["id"], now=now, channel=channel, detail={"to": approvers})
 
+    def after_decision(self, request_id: str, response_url: str | None = None) -> None:
+        """Show a counted vote in Slack: update the request's message, or, for a message we did not post (no
+        ts recorded), replace it through the click's `response_url`. Runs after the HTTP response."""
+        request = self.store.get_request(request_id)
+        if request is None:
+            return
+        if request.get("slack_ts") or response_url is None:
+            self.sync_message(request)
+        elif self.notifier is not None:
+            self.notifier.respond(response_url, self.view(request))
+
     def sync_message(self, request: dict[str, Any]) -> bool:
         """Bring a request's Slack message up to date with its state; True when it was updated."""
         if self.notifier is None or not request.get("slack_ts"):
