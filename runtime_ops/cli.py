@@ -10,15 +10,26 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_ops.settings import SettingsError, get_settings
 
+if TYPE_CHECKING:  # the store (SQLAlchemy, migrations) loads only for commands that use it
+    from runtime_ops.store import StateStore
 
-def _store():  # type: ignore[no-untyped-def]
+
+def _store(pipeline: str | None = None) -> StateStore:
+    """The state store, unscoped (every pipeline) unless a pipeline is named."""
     from runtime_ops.store import open_store
 
-    return open_store(get_settings().resolved_database_url)
+    return open_store(get_settings().resolved_database_url, pipeline=pipeline)
+
+
+def _request_store(request_id: str) -> StateStore:
+    """The store scoped to the pipeline that owns `request_id` (unscoped when no such request exists)."""
+    store = _store()
+    request = store.requests.get_request(request_id)
+    return store.scoped(request["pipeline"]) if request is not None else store
 
 
 def _default_actor() -> str:
@@ -41,46 +52,56 @@ def _print_table(rows: list[dict[str, Any]], cols: Sequence[str]) -> None:
 
 
 def cmd_approvals_list(args: argparse.Namespace) -> int:
-    rows = _store().requests.list_requests(status=args.status)
+    store = _store(args.pipeline) if args.pipeline else _store()
+    rows = store.requests.list_requests(status=args.status)
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return 0
     for r in rows:
         r["digest"] = r["candidate_digest"][:12]
         r["candidate"] = f"v{r['candidate_version']}"
-    _print_table(rows, ["id", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
+    _print_table(rows, ["id", "pipeline", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
     return 0
 
 
 def _decide(args: argparse.Namespace, approve: bool) -> int:
     from runtime_ops import clock
+    from runtime_ops.decisions.decide import decide
 
-    store = _store()
+    store = _request_store(args.request_id)
     request = store.requests.get_request(args.request_id)
     if request is not None and request["status"] == "pending":
         report = store.evaluations.get_eval_report(request["eval_report_id"])
         if report:
             print(report["markdown"])
             print(f"\nverdict: {report['verdict']['reason']}\n")
-    from runtime_ops.observability.tracing import traced_vote
-
-    result = traced_vote(
-        store, args.request_id, actor=args.actor, approve=approve, reason=args.reason, channel="cli", now=clock.now()
+    outcome = decide(
+        store,
+        args.request_id,
+        actor=args.actor,
+        vote="approve" if approve else "reject",
+        channel="cli",
+        reason=args.reason,
+        now=clock.now(),
     )
-    print(result.message)
-    if result.outcome == "accepted" and approve:
+    print(outcome.message)
+    if outcome.decided and approve:
         print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
-    return 0 if result.counted else 1
+    return 0 if outcome.counted else 1
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
     """Promote the approved candidate (the same saga as production_model), or print what it would change."""
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
+    from runtime_ops.components.loading import get_spec
     from runtime_ops.locks.factory import open_locker
     from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
     from runtime_ops.saga.engine import plan, run
 
-    store = _store()
+    if args.approval and not args.pipeline:
+        store = _request_store(args.approval)
+    else:
+        store = _store(get_spec(args.pipeline).name)
     try:
         version, request = verify_promotion(store, approval_id=args.approval)
     except PromotionRefused as exc:
@@ -136,23 +157,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(_: argparse.Namespace) -> int:
-    store = _store()
+def cmd_status(args: argparse.Namespace) -> int:
+    from runtime_ops.components.loading import load_specs
+
     settings = get_settings()
+    specs = load_specs(settings)
+    if args.pipeline:
+        specs = {args.pipeline: specs[args.pipeline]} if args.pipeline in specs else {}
+        if not specs:
+            print(f"error: no pipeline named {args.pipeline!r}", file=sys.stderr)
+            return 2
     print(f"state store : {settings.resolved_database_url}")
-    print(f"landing     : {settings.resolved_landing}")
-    print(f"batches     : {len(store.ledger.batches())} (corpus revision {store.ledger.corpus_revision()})")
-    print(f"documents   : {store.documents.document_counts()}")
-    print(f"models      : {[m['version'] for m in store.registry.models()]}")
-    print(f"candidate   : {store.registry.alias('candidate')}   production: {store.registry.alias('production')}")
-    index = store.indexes.current_index()
-    if index:
-        print(
-            f"index       : #{index['id']} model v{index['model_version']} rev {index['corpus_revision']} "
-            f"({index['n_chunks']} chunks)"
-        )
-    pending = store.requests.list_requests(status="pending")
-    print(f"pending approvals: {[r['id'] for r in pending]}")
+    for name, spec in specs.items():
+        store = _store(name)
+        print(f"\npipeline {name} ({spec.source})")
+        print(f"  landing     : {spec.landing.uri}")
+        print(f"  batches     : {len(store.ledger.batches())} (corpus revision {store.ledger.corpus_revision()})")
+        print(f"  documents   : {store.documents.document_counts()}")
+        print(f"  models      : {[m['version'] for m in store.registry.models()]}")
+        candidate, production = store.registry.alias("candidate"), store.registry.alias("production")
+        print(f"  candidate   : {candidate}   production: {production}")
+        index = store.indexes.current_index()
+        if index:
+            print(
+                f"  index       : #{index['id']} model v{index['model_version']} rev {index['corpus_revision']} "
+                f"({index['n_chunks']} chunks)"
+            )
+        pending = store.requests.list_requests(status="pending")
+        print(f"  pending approvals: {[r['id'] for r in pending]}")
     return 0
 
 
@@ -163,15 +195,15 @@ def cmd_db_upgrade(_: argparse.Namespace) -> int:
 
 
 def cmd_demo_seed(args: argparse.Namespace) -> int:
+    from runtime_ops.components.loading import get_spec
     from runtime_ops.demo import copy_corpus
 
-    settings = get_settings()
-    dest = args.dest or settings.resolved_landing
+    dest = args.dest or get_spec("demo").landing.uri
     if dest.startswith("s3://"):
         from runtime_ops.demo import CORPUS_DIR
-        from runtime_ops.resources.landing import open_landing
+        from runtime_ops.documents.landing import open_landing
 
-        source = open_landing(dest, endpoint_url=settings.aws_endpoint_url)
+        source = open_landing(dest, endpoint_url=get_settings().aws_endpoint_url)
         files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
         for p in files:
             source.put(p.relative_to(CORPUS_DIR).as_posix(), p.read_bytes())
@@ -192,11 +224,14 @@ def cmd_dev(args: argparse.Namespace) -> int:
     home = settings.resolved_home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
+    from runtime_ops.components.loading import load_specs
+
     _store()  # migrate before the first sensor tick
-    if not args.no_seed and not settings.resolved_landing.startswith("s3://"):
+    demo = load_specs(settings).get("demo")  # a folder of one's own pipelines may have no demo
+    if demo is not None and not args.no_seed and not demo.landing.is_s3:
         from runtime_ops.demo import copy_corpus
 
-        landing = Path(settings.resolved_landing)
+        landing = Path(demo.landing.uri)
         empty = not landing.exists() or not any(p.is_file() for p in landing.rglob("*"))
         if empty:
             # Most of the corpus now, the rest with `runtime-ops demo seed`: that second batch trains a new
@@ -266,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     asub = approvals.add_subparsers(dest="action", required=True)
     p = asub.add_parser("list", help="list approval requests")
     p.add_argument("--status", choices=["pending", "approved", "rejected", "superseded", "expired"])
+    p.add_argument("--pipeline", default=None, help="only this pipeline's requests (default: every pipeline)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_approvals_list)
     for name, approve in (("approve", True), ("reject", False)):
@@ -285,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("promote", help="promote the approved candidate (the production_model saga) or --dry-run")
     p.add_argument("--approval", default=None, help="approval request id (default: the current candidate's)")
+    p.add_argument("--pipeline", default=None, help="the pipeline (default: the approval's, else the only one)")
     p.add_argument("--dry-run", action="store_true", help="print the transitions; change nothing")
     p.add_argument(
         "--compensate", action="store_true", help="roll back an interrupted promotion instead of finishing it"
@@ -297,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("status", help="summarise the state store")
+    p = sub.add_parser("status", help="summarise the state store, pipeline by pipeline")
+    p.add_argument("--pipeline", default=None, help="only this pipeline (default: every declared one)")
     p.set_defaults(func=cmd_status)
     db = sub.add_parser("db", help="state store schema")
     dsub = db.add_subparsers(dest="action", required=True)
@@ -305,8 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_db_upgrade)
     demo = sub.add_parser("demo", help="demo data")
     dmsub = demo.add_subparsers(dest="action", required=True)
-    p = dmsub.add_parser("seed", help="copy the demo corpus into the landing folder or bucket")
-    p.add_argument("--dest", default=None)
+    p = dmsub.add_parser("seed", help="copy the demo corpus into the demo pipeline's landing folder or bucket")
+    p.add_argument("--dest", default=None, help="where to copy (default: the demo pipeline's landing)")
     p.add_argument("--subset", type=float, default=None, help="fraction of the corpus to copy (0-1)")
     p.set_defaults(func=cmd_demo_seed)
     p = sub.add_parser("dev", help="start the Dagster UI and daemon on the embedded defaults")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_ops.resources import landing
-from runtime_ops.resources.landing import (
+from runtime_ops.documents import landing
+from runtime_ops.documents.landing import (
     LandingBucketMissing,
     LandingSource,
     LocalLandingSource,
@@ -30,6 +30,7 @@ from runtime_ops.resources.landing import (
     S3LandingSource,
     open_landing,
 )
+from runtime_ops.documents.landing import local as local_landing
 
 # --------------------------------------------------------------------------------------------- fixtures
 
@@ -397,7 +398,7 @@ def test_s3_read_precondition_uses_if_match(landing_moto: Moto):
 
 def test_module_import_is_light_and_s3_client_is_lazy():
     code = (
-        "import sys; import runtime_ops.resources.landing as l; "
+        "import sys; import runtime_ops.documents.landing as l; "
         "s = l.open_landing('s3://bucket/p'); "
         "heavy = [m for m in ('boto3', 'botocore', 'dagster', 'dagster_aws') if m in sys.modules]; "
         "assert not heavy, heavy"
@@ -455,7 +456,7 @@ def test_local_start_after_prunes_subtrees_without_walking_them(tmp_path: Path, 
         scanned.append(os.path.relpath(path, src.uri))
         return real_scandir(path)
 
-    monkeypatch.setattr(landing.os, "scandir", spy)
+    monkeypatch.setattr(local_landing.os, "scandir", spy)
     keys = [r.key for p in src.iter_pages(start_after="b/x/1.txt") for r in p]
     assert keys[:3] == ["b/x/2.txt", "b/y/0.txt", "b/y/1.txt"] and keys[-1] == "c/y/2.txt"
     assert scanned == [".", "b", "b/x", "b/y", "c", "c/x", "c/y"]  # "a" and everything in it never opened
@@ -491,7 +492,7 @@ def test_local_iteration_is_streaming_one_page_plus_directory_stack(tmp_path: Pa
 
     opened: list[str] = []
     real_scandir = os.scandir
-    monkeypatch.setattr(landing.os, "scandir", lambda p: (opened.append(p), real_scandir(p))[1])
+    monkeypatch.setattr(local_landing.os, "scandir", lambda p: (opened.append(p), real_scandir(p))[1])
 
     tracemalloc.start()
     try:

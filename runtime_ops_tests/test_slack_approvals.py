@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from runtime_ops.approvals.announce import announcer_for
 from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_resources
 from runtime_ops.models.checks import request_policy
@@ -37,8 +38,10 @@ class World:
     clicks: int = 0
 
     def tick(self) -> dict[str, list[str]]:
-        announcer = build_resources(self.settings)["approvals"].announcer(
-            self.store, get_spec(settings=self.settings).approvals.slack_channel
+        announcer = announcer_for(
+            build_resources(self.settings)["approvals"],
+            self.store,
+            get_spec(settings=self.settings).approvals.slack_channel,
         )
         return announcer.tick(self.clock.now())
 

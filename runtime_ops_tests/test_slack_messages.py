@@ -14,17 +14,9 @@ from urllib.request import Request, urlopen
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from runtime_ops.approvals.slack import (
-    Interaction,
-    MalformedInteraction,
-    RequestView,
-    SlackError,
-    SlackNotifier,
-    parse_interaction,
-    request_blocks,
-    request_text,
-    slack_client,
-)
+from runtime_ops.approvals.slack.blocks import RequestView, request_blocks, request_text
+from runtime_ops.approvals.slack.client import SlackError, SlackNotifier, slack_client
+from runtime_ops.approvals.slack.interactions import Interaction, MalformedInteraction, parse_interaction
 from runtime_ops_tests.slack_server import SlackServer, block_limit_violations
 from runtime_ops_tests.slack_signing import encode_payload, interaction_body, interaction_payload, sign
 

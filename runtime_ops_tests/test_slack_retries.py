@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from runtime_ops.approvals.slack import SlackError, SlackNotifier, slack_client
+from runtime_ops.approvals.slack.client import SlackError, SlackNotifier, slack_client
 from runtime_ops_tests.slack_server import SlackServer
 
 

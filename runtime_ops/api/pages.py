@@ -74,7 +74,8 @@ def evidence_page(request: dict[str, Any], report: dict[str, Any], approver: str
     expires = request.get("expire_at")
     body = f"""
 <h1>Promote model v{request["candidate_version"]} to production?</h1>
-<p class=sub>Approval request <code>{escape(request["id"])}</code> · you are <b>{escape(approver)}</b>
+<p class=sub>Pipeline <b id=pipeline>{escape(str(request.get("pipeline") or "demo"))}</b> · approval request
+<code>{escape(request["id"])}</code> · you are <b>{escape(approver)}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
 <div class="card verdict"><span class=label>Evaluation verdict</span>
 <div id=verdict>{escape((report.get("verdict") or {}).get("reason", ""))}</div></div>

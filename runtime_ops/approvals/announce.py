@@ -12,12 +12,16 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_ops.approvals import links
 from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
-from runtime_ops.approvals.slack import RequestView, SlackNotifier
+from runtime_ops.approvals.slack.blocks import RequestView
+from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.store import StateStore, remove_alias_compensation
+
+if TYPE_CHECKING:
+    from runtime_ops.resources.state import ApprovalsResource
 
 log = logging.getLogger("runtime_ops.approvals")
 
@@ -61,11 +65,12 @@ class Announcer:
             metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
             verdict=(report.get("verdict") or {}).get("reason", ""),
             dagster_run_url=f"{self.dagster_url}/runs/{run_id}" if run_id else None,
-            asset_url=f"{self.dagster_url}/assets/evaluation_report",
+            asset_url=f"{self.dagster_url}/assets/{request.get('pipeline') or 'demo'}/evaluation_report",
             page_url=None,
             expires_at=request.get("expire_at"),
             escalated=bool(request.get("escalated_at")),
             superseded_by=request.get("superseded_by"),
+            pipeline=request.get("pipeline") or "",
         )
 
     def approvers(self, request: dict[str, Any], *, escalation: bool = False) -> list[str]:
@@ -195,6 +200,17 @@ class Announcer:
             request["id"], now=now, channel=channel, detail={"to": approvers}
         )
 
+    def after_decision(self, request_id: str, response_url: str | None = None) -> None:
+        """Show a counted vote in Slack: update the request's message, or, for a message we did not post (no
+        ts recorded), replace it through the click's `response_url`. Runs after the HTTP response."""
+        request = self.store.requests.get_request(request_id)
+        if request is None:
+            return
+        if request.get("slack_ts") or response_url is None:
+            self.sync_message(request)
+        elif self.notifier is not None:
+            self.notifier.respond(response_url, self.view(request))
+
     def sync_message(self, request: dict[str, Any]) -> bool:
         """Bring a request's Slack message up to date with its state; True when it was updated."""
         if self.notifier is None or not request.get("slack_ts"):
@@ -204,5 +220,26 @@ class Announcer:
         if state == request.get("slack_status"):
             return False
         self.notifier.update_request(request["slack_channel"], request["slack_ts"], view)
-        self.store.notifications.set_slack_status(request["id"], state)
+        # The ops API holds an unscoped store: the request's own pipeline records what its message shows.
+        self.store.scoped(request["pipeline"]).notifications.set_slack_status(request["id"], state)
         return True
+
+
+def announcer_for(resource: ApprovalsResource, store: StateStore, slack_channel: str | None) -> Announcer:
+    """The announcer of one pipeline's requests: Slack when a bot token and the pipeline's channel are set,
+    else signed links in the log. Secrets come from the settings at run time, never from resource config."""
+    from runtime_ops.approvals.slack.client import slack_client
+    from runtime_ops.settings import get_settings
+
+    settings = get_settings()
+    notifier = None
+    if settings.slack_bot_token and slack_channel:
+        client = slack_client(settings.slack_bot_token.get_secret_value(), resource.slack_api_url)
+        notifier = SlackNotifier(client, slack_channel)
+    return Announcer(
+        store=store,
+        link_secret=settings.resolved_link_secret(),
+        public_url=resource.public_url,
+        dagster_url=resource.dagster_url,
+        notifier=notifier,
+    )

@@ -11,6 +11,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 
 from runtime_ops import clock
+from runtime_ops.approvals.announce import announcer_for
 from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
@@ -52,7 +53,8 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
         context: dg.SensorEvaluationContext, state: StateStoreResource, approvals: ApprovalsResource
     ) -> dg.SensorResult | dg.SkipReason:
         store = state.store().scoped(spec.name)
-        return approvals_tick(context, store, approvals.announcer(store, spec.approvals.slack_channel), spec)
+        announcer = announcer_for(approvals, store, spec.approvals.slack_channel)
+        return approvals_tick(context, store, announcer, spec)
 
     return approvals_sensor
 

@@ -21,7 +21,6 @@ import os
 import re
 import socket
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -353,7 +352,8 @@ def record_approval_decision(
     now: datetime | None = None,
 ) -> trace.Span:
     """The `approval.decision` span of one decision attempt (Slack click, signed link, CLI), linked to the span
-    that opened the request (its stored traceparent), with the time the request had waited.
+    that opened the request (its stored traceparent), with the time the request had waited. Recorded by
+    `runtime_ops.decisions.decide.decide`, the one caller.
 
     Recorded after the vote's transaction, with the attempt's start time: the link needs the request row,
     which the vote reads under its lock anyway, so no extra read is added to the click path.
@@ -382,21 +382,3 @@ def record_approval_decision(
     )
     span.end()
     return span
-
-
-def traced_vote(
-    store: Any, request_id: str, *, channel: str, approve: bool, now: datetime | None = None, **kw: Any
-) -> Any:
-    """`store.votes.cast_vote(...)` plus its `approval.decision` span: what every decision path calls."""
-    start = time.time_ns()
-    result = store.votes.cast_vote(request_id, channel=channel, approve=approve, now=now, **kw)
-    record_approval_decision(
-        result.request,
-        request_id=request_id,
-        channel=channel,
-        action="approve" if approve else "reject",
-        outcome=result.outcome,
-        start_time_ns=start,
-        now=now,
-    )
-    return result

@@ -13,7 +13,6 @@ import dagster as dg
 from runtime_ops.store import StateStore, open_store
 
 if TYPE_CHECKING:
-    from runtime_ops.approvals.announce import Announcer
     from runtime_ops.locks.base import LockerBase
 
 
@@ -32,30 +31,13 @@ class ApprovalsResource(dg.ConfigurableResource):
     """Where approval requests are announced (Slack or the log) and which URLs their links use.
 
     Secrets (the Slack token, the link-signing secret) are read from the settings at run time, never stored in
-    resource config, so they do not show in the Dagster UI. Who approves is each pipeline's own policy.
+    resource config, so they do not show in the Dagster UI. Who approves is each pipeline's own policy;
+    `runtime_ops.approvals.announce.announcer_for` builds the announcer from this resource.
     """
 
     public_url: str = "http://127.0.0.1:8000"
     dagster_url: str = "http://127.0.0.1:3000"
     slack_api_url: str | None = None
-
-    def announcer(self, store: StateStore, slack_channel: str | None) -> Announcer:
-        from runtime_ops.approvals.announce import Announcer
-        from runtime_ops.approvals.slack import SlackNotifier, slack_client
-        from runtime_ops.settings import get_settings
-
-        settings = get_settings()
-        notifier = None
-        if settings.slack_bot_token and slack_channel:
-            client = slack_client(settings.slack_bot_token.get_secret_value(), self.slack_api_url)
-            notifier = SlackNotifier(client, slack_channel)
-        return Announcer(
-            store=store,
-            link_secret=settings.resolved_link_secret(),
-            public_url=self.public_url,
-            dagster_url=self.dagster_url,
-            notifier=notifier,
-        )
 
 
 class LocksResource(dg.ConfigurableResource):

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, bindparam, func, select
 from sqlalchemy.engine import Connection
 
-from runtime_ops.approvals.rules import authorise, tally
+from runtime_ops.decisions.rules import authorise, tally
 from runtime_ops.store import schema as t
 from runtime_ops.store.audit import Audit
 from runtime_ops.store.engine import upsert, utcnow
@@ -28,16 +28,18 @@ def _vote_count(condition: Any) -> Any:
 
 
 # The request row of the pipeline, locked, with its vote counts: one round trip for everything a decision needs.
-_REQUEST_FOR_UPDATE = (
-    select(
-        _R,
-        _vote_count(_V.c.vote == "approve").label("n_approvals"),
-        _vote_count(_V.c.vote == "reject").label("n_rejects"),
-        _vote_count(_V.c.actor == bindparam("actor")).label("n_mine"),
-    )
-    .where(and_(_R.c.id == bindparam("rid"), _R.c.pipeline == bindparam("pipeline")))
-    .with_for_update(of=_R)
+_REQUEST_WITH_COUNTS = select(
+    _R,
+    _vote_count(_V.c.vote == "approve").label("n_approvals"),
+    _vote_count(_V.c.vote == "reject").label("n_rejects"),
+    _vote_count(_V.c.actor == bindparam("actor")).label("n_mine"),
 )
+_REQUEST_FOR_UPDATE = _REQUEST_WITH_COUNTS.where(
+    and_(_R.c.id == bindparam("rid"), _R.c.pipeline == bindparam("pipeline"))
+).with_for_update(of=_R)
+# Request ids are global: a vote through an unscoped store (the ops API, the CLI) decides the request in the
+# pipeline that owns it; what the decision then changes happens in that pipeline's own promotion run.
+_ANY_REQUEST_FOR_UPDATE = _REQUEST_WITH_COUNTS.where(_R.c.id == bindparam("rid")).with_for_update(of=_R)
 _VOTES = select(_V.c.actor, _V.c.vote).where(_V.c.request_id == bindparam("rid")).order_by(_V.c.id)
 _DELIVERY = select(t.interaction_deliveries.c.message).where(t.interaction_deliveries.c.dedupe_key == bindparam("k"))
 
@@ -89,13 +91,14 @@ class Votes(Repository):
         """One attempt to decide: lock the request row, count the vote, compare-and-set the outcome and append
         the attempt to the request's audit chain, all in one transaction. This is the hot path of a Slack
         click, so its statements are built once (module level) and the request is read once."""
-        pipeline = self.owner("vote on an approval request")
+        pipeline = self.pipeline
+        statement = _REQUEST_FOR_UPDATE if pipeline is not None else _ANY_REQUEST_FOR_UPDATE
         now = now or utcnow()
         action = "approve" if approve else "reject"
         try:
             with self.tx() as conn:
                 params = {"rid": request_id, "actor": actor, "pipeline": pipeline}
-                row = conn.execute(_REQUEST_FOR_UPDATE, params).first()
+                row = conn.execute(statement, params).first()
                 request, counts = None, (0, 0, 0)
                 if row is not None:
                     request = dict(row._mapping)

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runtime_ops.approvals import audit, links
-from runtime_ops.approvals.rules import RequestPolicy, authorise, tally
+from runtime_ops.decisions.rules import RequestPolicy, authorise, tally
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

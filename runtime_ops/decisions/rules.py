@@ -1,7 +1,9 @@
 """Who may decide a request and when it is decided: pure rules, no I/O.
 
-A request carries its own policy, fixed when it opens, so changing RUNTIME_OPS_APPROVERS later never changes
-the rules of a request already waiting.
+A request carries its own policy (`RequestPolicy`), fixed when it opens, so changing RUNTIME_OPS_APPROVERS
+later never changes the rules of a request already waiting. `authorise` and `tally` run inside the store's
+vote transaction (`StateStore.votes.cast_vote`), under the request row's lock: they read the vote counts that lock
+protects, which is what makes concurrent clicks yield exactly one outcome.
 """
 
 from __future__ import annotations

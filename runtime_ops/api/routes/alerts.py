@@ -1,0 +1,85 @@
+"""The Alertmanager inbox: `POST /alerts/alertmanager` records alerts, `GET /api/alerts` lists them.
+
+The alert sensor reads the inbox and turns alerts into runs (`runtime_ops.alerts`); this route only records.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from fastapi import APIRouter, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from runtime_ops.alerts.webhook import MalformedPayload, parse_payload
+from runtime_ops.api.deps import ClockDep, SettingsDep, StoreDep
+
+router = APIRouter(tags=["alerts"])
+log = logging.getLogger("runtime_ops.api")
+
+# Alertmanager batches alerts (max_alerts, default unlimited); a body past this is refused, not half-read.
+MAX_ALERT_BODY = 16 * 1024 * 1024
+ALERT_FIELDS = (
+    "id",
+    "fingerprint",
+    "alertname",
+    "status",
+    "starts_at",
+    "ends_at",
+    "labels",
+    "annotations",
+    "generator_url",
+    "receiver",
+    "received_at",
+    "updated_at",
+    "resolved_at",
+    "rule",
+    "action",
+    "action_status",
+    "action_detail",
+    "action_params",
+    "run_key",
+    "run_id",
+    "approval_id",
+    "handled_at",
+)
+
+
+@router.post("/alerts/alertmanager")
+async def alertmanager_webhook(request: Request, settings: SettingsDep, store: StoreDep, now: ClockDep) -> JSONResponse:
+    """Alertmanager's webhook (version 4). 4xx for what a retry cannot fix (Alertmanager does not retry
+    them); 503 only when nothing was recorded (it retries 5xx, and a redelivery is a no-op)."""
+    token = settings.alert_token.get_secret_value() if settings.alert_token else None
+    if token is not None:
+        supplied = request.headers.get("authorization", "")
+        if not hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode()):
+            return JSONResponse({"error": "missing or wrong bearer token (RUNTIME_OPS_ALERT_TOKEN)"}, 401)
+    body = await request.body()
+    if len(body) > MAX_ALERT_BODY:
+        return JSONResponse({"error": f"body larger than {MAX_ALERT_BODY} bytes"}, 413)
+    try:
+        payload = parse_payload(body)
+    except MalformedPayload as exc:
+        return JSONResponse({"error": f"malformed Alertmanager webhook: {exc}"}, 400)
+    try:
+        counts = await run_in_threadpool(
+            store.alerts.record_alerts,
+            [a.row() for a in payload.alerts],
+            receiver=payload.receiver[:256],
+            group_key=payload.group_key,
+            now=now(),
+        )
+    except Exception as exc:  # one transaction: nothing was recorded, so Alertmanager's retry is safe
+        log.exception("alert webhook not recorded")
+        return JSONResponse({"error": f"alerts not recorded ({type(exc).__name__}); retry later"}, 503)
+    return JSONResponse({"status": "recorded", "alerts": len(payload.alerts), **counts})
+
+
+@router.get("/api/alerts")
+def list_alerts(store: StoreDep, status: str | None = None, limit: int = 100) -> JSONResponse:
+    if status is not None and status not in ("firing", "resolved"):
+        return JSONResponse({"error": f"unknown status {status!r}; use firing or resolved"}, 400)
+    rows = store.alerts.list_alerts(status=status, limit=max(1, min(limit, 500)))
+    return JSONResponse(jsonable_encoder([{k: r.get(k) for k in ALERT_FIELDS} for r in rows]))

@@ -1,0 +1,98 @@
+"""`GET/POST /approvals/{token}`: the signed, expiring, single-use approval link.
+
+GET shows the evidence and Approve / Reject, or says plainly why the link cannot decide. POST counts the
+choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, BackgroundTasks, Form
+from fastapi.responses import HTMLResponse
+from sqlalchemy import select
+
+from runtime_ops.api.deps import AnnouncerDep, ClockDep, LinkSecretDep, StoreDep
+from runtime_ops.api.pages import evidence_page, outcome_page
+from runtime_ops.approvals import links
+from runtime_ops.decisions.decide import decide, refuse
+from runtime_ops.decisions.preview import link_state
+from runtime_ops.store import StateStore
+from runtime_ops.store import schema as t
+
+router = APIRouter(tags=["approvals"])
+
+_REFUSAL_STATUS = {"tampered": 403, "expired": 410}
+
+
+@router.get("/approvals/{token}", response_class=HTMLResponse)
+def approval_page(token: str, store: StoreDep, now: ClockDep, link_secret: LinkSecretDep) -> HTMLResponse:
+    try:
+        claims = links.read(link_secret, token, now())
+    except links.LinkError as exc:
+        return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
+    request = store.requests.get_request(claims.request_id)
+    used = _link_use(store, claims.nonce) if request is not None else None
+    state = link_state(request, link_digest=claims.digest, link_used=used is not None)
+    if state == "unknown_request" or request is None:
+        return HTMLResponse(outcome_page("Unknown request", f"No approval request {claims.request_id}."), 404)
+    if state == "link_used" and used is not None:
+        message = (
+            f"This link was already used to {used['action']} at {used['used_at']:%Y-%m-%d %H:%M} UTC."
+            " Each link decides once."
+        )
+        return HTMLResponse(outcome_page("Link already used", message, "refused"), 409)
+    if state == "candidate_changed":
+        message = "This link was issued for a different candidate; the request it belongs to no longer applies."
+        return HTMLResponse(outcome_page("Candidate changed", message, "refused"), 409)
+    if state == "already_decided":
+        by = f" by {request['decided_by']}" if request.get("decided_by") else ""
+        return HTMLResponse(outcome_page("Already decided", f"{request['id']} is {request['status']}{by}."), 409)
+    report = store.evaluations.get_eval_report(request["eval_report_id"]) or {}
+    return HTMLResponse(evidence_page(request, report, claims.approver, store.votes.for_request(request["id"])))
+
+
+@router.post("/approvals/{token}", response_class=HTMLResponse)
+def approval_decide(
+    token: str,
+    background: BackgroundTasks,
+    store: StoreDep,
+    now: ClockDep,
+    link_secret: LinkSecretDep,
+    announcer: AnnouncerDep,
+    action: str = Form(...),
+    reason: str | None = Form(None),
+) -> HTMLResponse:
+    if action not in ("approve", "reject"):
+        return HTMLResponse(outcome_page("Bad request", f"unknown action {action!r}", "refused"), 400)
+    try:
+        claims = links.read(link_secret, token, now())
+    except links.LinkError as exc:
+        detail = {"action": action, "message": str(exc)}
+        refuse(store, channel="link", outcome=f"{exc.kind}_link", detail=detail, now=now())
+        return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
+    outcome = decide(
+        store,
+        claims.request_id,
+        actor=claims.approver,
+        vote="approve" if action == "approve" else "reject",
+        channel="link",
+        reason=reason or None,
+        now=now(),
+        link_nonce=claims.nonce,
+        link_digest=claims.digest,
+    )
+    if outcome.counted:
+        background.add_task(announcer.after_decision, claims.request_id)
+        title = "Approved" if action == "approve" else "Rejected"
+        return HTMLResponse(outcome_page(title, outcome.message, "ok"))
+    status = 409 if outcome.conflict else 403
+    return HTMLResponse(outcome_page("Not recorded", outcome.message, "refused"), status)
+
+
+def _link_use(store: StateStore, nonce: str) -> dict[str, Any] | None:
+    # The state store has no read of link_uses (only the insert inside cast_vote); this query moves into its
+    # approvals repository once the store split lands.
+    with store.tx() as conn:
+        row = conn.execute(select(t.link_uses).where(t.link_uses.c.nonce == nonce)).first()
+        return dict(row._mapping) if row else None

@@ -1,0 +1,248 @@
+"""The Block Kit message of an approval request: `RequestView` (what it shows) → blocks and fallback text.
+
+Pure: no Slack client, no state store. Rendered within Slack's documented limits (Block Kit reference,
+chat.postMessage); the buttons exist only while the request is pending, and their `action_id`/`block_id`/
+`value` are the contract `interactions.parse_interaction` reads back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runtime_ops.approvals.slack.text import (
+    escape,
+    fmt_delta,
+    fmt_num,
+    fmt_time,
+    link,
+    mentions,
+    mrkdwn,
+    plain,
+    slack_time,
+    truncate,
+    version_label,
+)
+
+MAX_BLOCKS = 50
+MAX_HEADER_TEXT = 150
+MAX_SECTION_TEXT = 3000
+MAX_FIELD_TEXT = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_CONTEXT_TEXT = 2000
+MAX_BUTTON_TEXT = 75
+MAX_ACTION_ID = 255
+MAX_BLOCK_ID = 255
+MAX_BUTTON_VALUE = 2000
+MAX_CONFIRM_TITLE = 100
+MAX_CONFIRM_TEXT = 300
+MAX_CONFIRM_BUTTON = 30
+MAX_FALLBACK_TEXT = 3000  # Slack allows 40k; a notification preview needs far less
+
+APPROVE = "approve"
+REJECT = "reject"
+ACTION_IDS = frozenset({APPROVE, REJECT})
+BLOCK_ID_PREFIX = "approval:"
+STATUSES = frozenset({"pending", "approved", "rejected", "superseded", "expired"})
+MAX_METRIC_ROWS = 25
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """What one approval message shows. Built by the caller from the state store; rendered here."""
+
+    request_id: str
+    candidate_version: int | str
+    production_version: int | None
+    candidate_digest: str
+    status: str  # pending | approved | rejected | superseded | expired
+    required_approvals: int = 1
+    approvals: list[str] = field(default_factory=list)  # user ids who approved so far
+    decided_by: list[str] = field(default_factory=list)
+    decision_reason: str | None = None
+    metrics: list[tuple[str, float, float | None]] = field(default_factory=list)  # name, candidate, production
+    verdict: str = ""
+    dagster_run_url: str | None = None
+    asset_url: str | None = None
+    page_url: str | None = None  # signed evidence/decision page, optional
+    expires_at: datetime | None = None
+    escalated: bool = False
+    superseded_by: str | None = None
+    pipeline: str = ""  # the pipeline the candidate belongs to (named in the title when set)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown request status {self.status!r}; expected one of {sorted(STATUSES)}")
+        if not self.request_id:
+            raise ValueError("request_id must not be empty")
+        block_id = BLOCK_ID_PREFIX + self.request_id
+        if len(block_id) > MAX_BLOCK_ID or len(self.request_id) > MAX_BUTTON_VALUE:
+            raise ValueError(f"request_id is too long for a Slack block_id ({len(self.request_id)} chars)")
+
+    @property
+    def block_id(self) -> str:
+        return BLOCK_ID_PREFIX + self.request_id
+
+
+def _title(view: RequestView) -> str:
+    model = f"{view.pipeline} model" if view.pipeline else "model"
+    return f"Promote {model} {version_label(view.candidate_version)} to production?"
+
+
+def _approval_count(view: RequestView) -> str:
+    return f"{len(view.approvals)} of {view.required_approvals} approval{'s' if view.required_approvals != 1 else ''}"
+
+
+def outcome_text(view: RequestView, *, slack_markup: bool = True) -> str:
+    """One line saying where the request stands (mrkdwn unless `slack_markup=False`)."""
+    when = slack_time if slack_markup else fmt_time
+    if view.status == "approved":
+        who = view.decided_by or view.approvals
+        return f"✅ Approved by {mentions(who)} ({len(who)} of {view.required_approvals})"
+    if view.status == "rejected":
+        who = mentions(view.decided_by) if view.decided_by else "an approver"
+        reason = f": {escape(view.decision_reason)}" if view.decision_reason else ""
+        return f"❌ Rejected by {who}{reason}"
+    if view.status == "expired":
+        at = f" at {when(view.expires_at)}" if view.expires_at else ""
+        return f"⌛ Expired without a decision{at} — rejected (fail closed)"
+    if view.status == "superseded":
+        by = f" by {escape(view.superseded_by)}" if view.superseded_by else ""
+        return f"↪ Superseded{by} (the candidate was re-trained; this decision no longer applies)"
+    # pending
+    count = _approval_count(view)
+    text = f"⏳ {count}: {mentions(view.approvals)}" if view.approvals else f"⏳ Waiting for {count}"
+    if view.escalated:
+        text += " · 🔔 escalated to alternate approvers"
+    if view.expires_at:
+        text += f" · expires {when(view.expires_at)} (rejected if undecided)"
+    return text
+
+
+def _metrics_table(metrics: Sequence[tuple[str, float, float | None]], limit: int) -> str:
+    """A monospaced candidate-vs-production table that fits in `limit` characters (rows cut, never mid-row)."""
+    if not metrics:
+        return "_no metrics reported_"
+    names = [truncate(str(name), 28) for name, _, _ in metrics]
+    width = max(6, *(len(n) for n in names))
+    head = f"{'metric':<{width}}  {'candidate':>9}  {'production':>10}  {'delta':>8}"
+    rows = [  # pad first, escape after: the table lines up as Slack shows it (entities decoded)
+        escape(f"{name:<{width}}  {fmt_num(cand):>9}  {fmt_num(prod):>10}  {fmt_delta(cand, prod):>8}")
+        for name, (_, cand, prod) in zip(names, metrics, strict=True)
+    ]
+    fence = "```"
+    reserve = 80  # room for the "… and N more metrics" line
+    body = [head]
+    size = len(fence) * 2 + len(head)
+    for row in rows[:MAX_METRIC_ROWS]:
+        if size + 1 + len(row) + reserve > limit:
+            break
+        body.append(row)
+        size += 1 + len(row)
+    shown = len(body) - 1
+    text = fence + "\n".join(body) + fence
+    if shown < len(rows):
+        text += f"\n_… and {len(rows) - shown} more metrics (see the Dagster run)_"
+    return truncate(text, limit)
+
+
+# ---------------------------------------------------------------------------------------------- blocks
+
+
+def _confirm(title: str, text: str, confirm: str, style: str) -> dict[str, Any]:
+    return {
+        "title": plain(title, MAX_CONFIRM_TITLE),
+        "text": mrkdwn(text, MAX_CONFIRM_TEXT),
+        "confirm": plain(confirm, MAX_CONFIRM_BUTTON),
+        "deny": plain("Cancel", MAX_CONFIRM_BUTTON),
+        "style": style,
+    }
+
+
+def _actions_block(view: RequestView) -> dict[str, Any]:
+    version = version_label(view.candidate_version)
+    digest = escape(view.candidate_digest[:12])
+    return {
+        "type": "actions",
+        "block_id": view.block_id,
+        "elements": [
+            {
+                "type": "button",
+                "action_id": APPROVE,
+                "text": plain("Approve", MAX_BUTTON_TEXT),
+                "style": "primary",
+                "value": view.request_id,
+                "confirm": _confirm(
+                    f"Approve {version}?",
+                    f"Promote model {version} (digest `{digest}`) to production. Your approval is recorded "
+                    "in the audit log.",
+                    "Approve",
+                    "primary",
+                ),
+            },
+            {
+                "type": "button",
+                "action_id": REJECT,
+                "text": plain("Reject", MAX_BUTTON_TEXT),
+                "style": "danger",
+                "value": view.request_id,
+                "confirm": _confirm(
+                    f"Reject {version}?",
+                    f"Model {version} (digest `{digest}`) will not be promoted; production stays as it is.",
+                    "Reject",
+                    "danger",
+                ),
+            },
+        ],
+    }
+
+
+def request_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """The Block Kit message for an approval request; buttons only while it is pending."""
+    prod = f"production {version_label(view.production_version)}" if view.production_version is not None else None
+    comparing = (
+        f"Candidate *{version_label(view.candidate_version)}* vs {prod}"
+        if prod
+        else f"Candidate *{version_label(view.candidate_version)}* (no model in production yet)"
+    )
+    verdict = escape(view.verdict) if view.verdict else "_no verdict_"
+    intro = f"{comparing}\n*Verdict:* "
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": plain(_title(view), MAX_HEADER_TEXT)},
+        {"type": "section", "text": mrkdwn(intro + verdict, MAX_SECTION_TEXT)},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _metrics_table(view.metrics, MAX_SECTION_TEXT)}},
+        {"type": "section", "block_id": "outcome", "text": mrkdwn(outcome_text(view), MAX_SECTION_TEXT)},
+    ]
+
+    context: list[str] = [
+        f"Request `{escape(truncate(view.request_id, 80))}`",
+        f"Digest `{escape(view.candidate_digest[:12])}`",
+    ]
+    if view.expires_at and view.status == "pending":
+        context.append(f"Expires {slack_time(view.expires_at)}")
+    links = []
+    if view.dagster_run_url:
+        links.append(link(view.dagster_run_url, "Dagster run"))
+    if view.asset_url:
+        links.append(link(view.asset_url, "Asset"))
+    if view.page_url and view.status == "pending":
+        links.append(link(view.page_url, "Evidence page"))
+    if links:
+        context.append(" · ".join(links))
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [mrkdwn(item, MAX_CONTEXT_TEXT) for item in context[:MAX_CONTEXT_ELEMENTS]],
+        }
+    )
+    if view.status == "pending":
+        blocks.append(_actions_block(view))
+    return blocks[:MAX_BLOCKS]
+
+
+def request_text(view: RequestView) -> str:
+    """The plain fallback `text` (notifications, screen readers, clients without Block Kit)."""
+    text = f"{_title(view)} {outcome_text(view, slack_markup=False)} (request {view.request_id})"
+    return truncate(text, MAX_FALLBACK_TEXT)

@@ -1,0 +1,22 @@
+"""Deciding approval requests: one entry point for every channel.
+
+Where is a Slack click counted? In `decide.decide`, the call a signed link and the CLI make too:
+
+    Slack button  api/routes/slack.py ──────────────┐
+    signed link   api/routes/approval_pages.py ─────┼──▶ decide(store, request_id, actor=, vote=, channel=, now=)
+    CLI           cli.py (approvals approve|reject) ┘      │
+                                                           ├─ store.votes.cast_vote: one transaction (row lock,
+                                                           │  rules.authorise, the vote, rules.tally,
+                                                           │  compare-and-set of the outcome, audit record)
+                                                           └─ the `approval.decision` span, linked to the request
+
+- `decide`: `decide` (count one attempt), `refuse` (audit an attempt refused before it named a request),
+  `DecisionOutcome` (what the caller renders).
+- `rules`: who may decide a request and when it is decided (`RequestPolicy`, `authorise`, `tally`); pure.
+- `preview`: what a signed link would do if used now (the approval page's GET); pure.
+
+The channels only authenticate and render: Slack's signature and click parsing are in `approvals/slack/`,
+signed link tokens in `approvals/links.py`, and updating the Slack message afterwards in `approvals/announce.py`.
+This package imports neither the state store nor Dagster (the store is passed in), so no package cycle runs
+through it.
+"""
