@@ -1,9 +1,11 @@
 # runtime_ops — build, test and run. `make test` is what CI runs (through .ci/run).
 #
-#   make install   system packages (postgresql, redis-server, chromium, prometheus-alertmanager) when missing, then the venv
-#   make test      install, ruff, pytest (real PostgreSQL / Redis / moto servers, started by the test session)
-#   make lint      ruff
-#   make lock      regenerate requirements.lock from pyproject.toml
+#   make install   the venv with what runtime_ops needs to run (requirements.lock), nothing test-only
+#   make test      install + test tools and the servers' system packages (postgresql, redis-server, chromium,
+#                  prometheus-alertmanager, ...), then ruff (lint + format check), basedpyright, the import
+#                  contracts and pytest (real PostgreSQL / Redis / moto servers, started by the test session)
+#   make lint      ruff, ruff format --check, basedpyright, lint-imports
+#   make lock      regenerate requirements.lock and requirements-test.lock from pyproject.toml
 #   make bench     benchmarks (python -m bench)
 #   make dev       dagster webserver + daemon + ops API on this machine
 #   make clean     remove local state (.runtime_ops/) and the install stamp
@@ -15,6 +17,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.runtime_ops-installed
+TEST_STAMP := $(VENV)/.runtime_ops-test-installed
 PYTEST_ARGS ?=
 
 # The first Python >= 3.11 found; override with `make PYTHON=/path/to/python3.12`.
@@ -29,9 +32,11 @@ export UV_NO_PROGRESS := 1
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install system-packages uv test lint lock bench dev clean
+.PHONY: install test-install system-packages uv test lint lock bench dev clean
 
-install: system-packages $(STAMP)
+install: $(STAMP)
+
+test-install: system-packages $(STAMP) $(TEST_STAMP)
 
 # PostgreSQL and Redis servers for the tests, Chromium, Alertmanager, promtool (rule tests) and docker-compose
 # (parses docker/docker-compose.yaml without an engine). apt-get update runs only when something is missing.
@@ -69,21 +74,32 @@ $(STAMP): requirements.lock pyproject.toml | uv
 	$(UV) pip install --python $(PY) --no-deps -e .
 	@touch $@
 
+# The test tools on top (pytest, moto, playwright, ruff, basedpyright, import-linter), pinned consistently with
+# requirements.lock: `make dev` never installs them.
+$(TEST_STAMP): requirements-test.lock $(STAMP)
+	$(UV) pip install --python $(PY) -r requirements-test.lock
+	@touch $@
+
 lock: uv
-	$(UV) pip compile pyproject.toml --extra test -o requirements.lock
+	$(UV) pip compile pyproject.toml -o requirements.lock
+	$(UV) pip compile pyproject.toml --extra test -c requirements.lock -o requirements-test.lock
 
-lint: install
-	$(VENV)/bin/ruff check runtime_ops runtime_ops_tests
+CODE := runtime_ops runtime_ops_tests bench
 
-test: install
-	$(VENV)/bin/ruff check runtime_ops runtime_ops_tests
+lint: test-install
+	$(VENV)/bin/ruff check $(CODE)
+	$(VENV)/bin/ruff format --check $(CODE)
+	$(VENV)/bin/basedpyright
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: install
+bench: test-install
 	@if [ -d bench ]; then $(PY) -m bench; else echo "no bench/ yet: nothing to run"; fi
 
 dev: install
 	$(VENV)/bin/runtime-ops dev
 
 clean:
-	rm -rf .runtime_ops $(STAMP)
+	rm -rf .runtime_ops $(STAMP) $(TEST_STAMP)

@@ -63,7 +63,7 @@ def _prepare(database_url: str, n_clicks: int) -> tuple[list[str], list[str], st
     """Open the pending requests through the store API; returns (request ids, approvers, a spare request id)."""
     from sqlalchemy import update
 
-    from runtime_ops.decisions.rules import RequestPolicy
+    from runtime_ops.policies.approvals import RequestPolicy
     from runtime_ops.store import open_store
     from runtime_ops.store import schema as t
     from runtime_ops_tests.approvals_support import open_pending

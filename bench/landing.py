@@ -313,9 +313,9 @@ def _measure_events(rigs: list[EventRig]) -> None:
 def _measure_size(n: int, moto: MotoChild, pg: Any, s3: Any, sqs: Any) -> tuple[EventRig, dict[str, Any]]:
     from dagster_aws.s3.sensor import get_objects
 
-    from runtime_ops.documents.landing import S3LandingSource
-    from runtime_ops.documents.landing.queue import EventQueue
     from runtime_ops.documents.scan import scan
+    from runtime_ops.landing import S3LandingSource
+    from runtime_ops.landing.queue import EventQueue
     from runtime_ops.resources.landing_resource import LandingResource
     from runtime_ops.store import NewObject, open_store
 

@@ -136,9 +136,9 @@ def _tally(url: str) -> tuple[dict[str, int], int]:
 def run_baseline(work: Path, landing: Path, n: int) -> Outcome:
     """The ingestion of one batch as a plain script would do it: same functions, same store calls, no Dagster."""
     from runtime_ops.documents.chunking import chunk_text
-    from runtime_ops.documents.landing import ObjectRef, open_landing
     from runtime_ops.documents.parsing import QuarantineError, parse_document
     from runtime_ops.documents.scan import scan
+    from runtime_ops.landing import ObjectRef, open_landing
     from runtime_ops.settings import load_settings
     from runtime_ops.store import NewObject, open_store
 

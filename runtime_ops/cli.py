@@ -201,7 +201,7 @@ def cmd_demo_seed(args: argparse.Namespace) -> int:
     dest = args.dest or get_spec("demo").landing.uri
     if dest.startswith("s3://"):
         from runtime_ops.demo import CORPUS_DIR
-        from runtime_ops.documents.landing import open_landing
+        from runtime_ops.landing import open_landing
 
         source = open_landing(dest, endpoint_url=get_settings().aws_endpoint_url)
         files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from runtime_ops.decisions.rules import RequestPolicy
+from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
 from runtime_ops_tests.servers import free_port
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime_ops.decisions.rules import RequestPolicy
+from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import open_store
 from runtime_ops_tests.approvals_support import open_pending
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from runtime_ops.approvals.announce import Announcer
-from runtime_ops.decisions.rules import RequestPolicy
+from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import open_store
 from runtime_ops.store.engine import utcnow
 from runtime_ops_tests.approvals_support import open_pending

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from runtime_ops.documents.landing import queue as queue_module
+from runtime_ops.landing import queue as queue_module
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests import servers
@@ -323,7 +323,7 @@ def test_queue_module_is_light_and_its_client_lazy():
 
     code = (
         "import sys\n"
-        "from runtime_ops.documents.landing.queue import EventQueue\n"
+        "from runtime_ops.landing.queue import EventQueue\n"
         "q = EventQueue('https://sqs.eu-west-1.amazonaws.com/123456789012/landing')\n"
         "print(','.join(m for m in ('boto3', 'botocore') if m in sys.modules))\n"
     )

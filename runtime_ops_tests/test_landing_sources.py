@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_ops.documents import landing
-from runtime_ops.documents.landing import (
+from runtime_ops import landing
+from runtime_ops.landing import (
     LandingBucketMissing,
     LandingSource,
     LocalLandingSource,
@@ -30,7 +30,7 @@ from runtime_ops.documents.landing import (
     S3LandingSource,
     open_landing,
 )
-from runtime_ops.documents.landing import local as local_landing
+from runtime_ops.landing import local as local_landing
 
 # --------------------------------------------------------------------------------------------- fixtures
 
@@ -398,7 +398,7 @@ def test_s3_read_precondition_uses_if_match(landing_moto: Moto):
 
 def test_module_import_is_light_and_s3_client_is_lazy():
     code = (
-        "import sys; import runtime_ops.documents.landing as l; "
+        "import sys; import runtime_ops.landing as l; "
         "s = l.open_landing('s3://bucket/p'); "
         "heavy = [m for m in ('boto3', 'botocore', 'dagster', 'dagster_aws') if m in sys.modules]; "
         "assert not heavy, heavy"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from runtime_ops.decisions.rules import RequestPolicy
+from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import (
     DEFAULT_PIPELINE,
     ForeignTarget,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from runtime_ops.documents.landing import ObjectGone, open_landing
 from runtime_ops.http import Backoff
+from runtime_ops.landing import ObjectGone, open_landing
 from runtime_ops.observability import tracing
 from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops_tests.fault_server import FaultServer, ok, status

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runtime_ops.decisions.rules import RequestPolicy
 from runtime_ops.observability import tracing
+from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
 
 

@@ -6,13 +6,14 @@ Where is a Slack click counted? In `decide.decide`, the call a signed link and t
     signed link   api/routes/approval_pages.py ─────┼──▶ decide(store, request_id, actor=, vote=, channel=, now=)
     CLI           cli.py (approvals approve|reject) ┘      │
                                                            ├─ store.votes.cast_vote: one transaction (row lock,
-                                                           │  rules.authorise, the vote, rules.tally,
+                                                           │  policies.approvals.authorise, the vote, tally,
                                                            │  compare-and-set of the outcome, audit record)
                                                            └─ the `approval.decision` span, linked to the request
 
 - `decide`: `decide` (count one attempt), `refuse` (audit an attempt refused before it named a request),
   `DecisionOutcome` (what the caller renders).
-- `rules`: who may decide a request and when it is decided (`RequestPolicy`, `authorise`, `tally`); pure.
+- who may decide a request and when it is decided (`RequestPolicy`, `authorise`, `tally`) is pure policy:
+  `runtime_ops.policies.approvals`, below the store that applies it inside the vote's transaction.
 - `preview`: what a signed link would do if used now (the approval page's GET); pure.
 
 The channels only authenticate and render: Slack's signature and click parsing are in `approvals/slack/`,

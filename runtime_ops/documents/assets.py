@@ -6,9 +6,9 @@ from collections import Counter
 import dagster as dg
 
 from runtime_ops.documents.chunking import chunk_text
-from runtime_ops.documents.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
+from runtime_ops.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.progress import Every

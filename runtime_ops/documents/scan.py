@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from runtime_ops.documents.landing import LandingSource, ObjectRef
+from runtime_ops.landing import LandingSource, ObjectRef
 
 T = TypeVar("T")
 _DONE = object()

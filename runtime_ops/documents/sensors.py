@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
-from runtime_ops.documents.landing import S3LandingSource, is_ignored_key
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.documents.scan import scan
 from runtime_ops.jobs import AssetJob
+from runtime_ops.landing import S3LandingSource, is_ignored_key
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
@@ -19,7 +19,7 @@ from runtime_ops.runs import run_tagged
 from runtime_ops.store import NewObject, StateStore
 
 if TYPE_CHECKING:
-    from runtime_ops.documents.landing.queue import EventQueue
+    from runtime_ops.landing.queue import EventQueue
 
 BATCH_TAG = "runtime_ops/batch_id"
 KNOWN_CHUNK = 1000  # keys per ledger lookup

@@ -83,7 +83,7 @@ def evaluate_candidate(
     context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
     from runtime_ops.models.evaluation import comparison_markdown, evaluate_embedder
-    from runtime_ops.models.policy import candidate_digest, judge, report_digest
+    from runtime_ops.policies.gate import candidate_digest, judge, report_digest
 
     gate = spec.gate
     candidate_version = store.registry.alias("candidate")
@@ -158,7 +158,7 @@ def evaluate_candidate(
 
 
 def gate_policy(gate: GateSpec):  # type: ignore[no-untyped-def]  # -> GatePolicy (numpy: imported late)
-    from runtime_ops.models.policy import GatePolicy
+    from runtime_ops.policies.gate import GatePolicy
 
     return GatePolicy(
         primary_metric=gate.primary_metric,

@@ -63,7 +63,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
 
 def request_policy(spec: PipelineSpec):  # type: ignore[no-untyped-def]  # -> RequestPolicy
     """The approval policy new requests of this pipeline open with (a request keeps it once open)."""
-    from runtime_ops.decisions.rules import RequestPolicy
+    from runtime_ops.policies.approvals import RequestPolicy
 
     a = spec.approvals
     return RequestPolicy(

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
-from runtime_ops.approvals import audit as chain_mod
+from runtime_ops.store import chain as chain_mod
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository

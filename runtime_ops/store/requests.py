@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, select, update
 from sqlalchemy.engine import Connection
 
-from runtime_ops.decisions.rules import RequestPolicy
+from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import schema as t
 from runtime_ops.store.audit import Audit
 from runtime_ops.store.engine import upsert, utcnow

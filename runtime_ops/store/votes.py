@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, bindparam, func, select
 from sqlalchemy.engine import Connection
 
-from runtime_ops.decisions.rules import authorise, tally
+from runtime_ops.policies.approvals import authorise, tally
 from runtime_ops.store import schema as t
 from runtime_ops.store.audit import Audit
 from runtime_ops.store.engine import upsert, utcnow

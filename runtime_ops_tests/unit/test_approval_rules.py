@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runtime_ops.approvals import audit, links
-from runtime_ops.decisions.rules import RequestPolicy, authorise, tally
+from runtime_ops.approvals import links
+from runtime_ops.policies.approvals import RequestPolicy, authorise, tally
+from runtime_ops.store import chain as audit
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

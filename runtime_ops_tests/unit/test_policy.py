@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from runtime_ops.models.policy import GatePolicy, GateVerdict, candidate_digest, judge, report_digest
+from runtime_ops.policies.gate import GatePolicy, GateVerdict, candidate_digest, judge, report_digest
 
 POLICY = GatePolicy()  # ndcg@5, margin 0.02, max regression 0.05
 

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from runtime_ops.api.deps import SettingsDep
-from runtime_ops.documents.landing import is_ignored_key, open_landing
+from runtime_ops.landing import is_ignored_key, open_landing
 
 HEADER = "X-Runtime-Ops-Token"
 router = APIRouter(tags=["landing"])

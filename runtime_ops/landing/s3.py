@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime_ops.documents.landing.base import (
+from runtime_ops.landing.base import (
     SETTING,
     LandingBucketMissing,
     ObjectChanged,

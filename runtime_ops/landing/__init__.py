@@ -8,7 +8,7 @@ The Dagster resource that hands a source to assets and sensors is ``runtime_ops.
 Importing this package costs no boto3 or Dagster import: clients are built on first use.
 """
 
-from runtime_ops.documents.landing.base import (
+from runtime_ops.landing.base import (
     IGNORED_SUFFIXES,
     LandingBucketMissing,
     LandingError,
@@ -18,9 +18,9 @@ from runtime_ops.documents.landing.base import (
     ObjectRef,
     is_ignored_key,
 )
-from runtime_ops.documents.landing.local import LocalLandingSource
-from runtime_ops.documents.landing.open import open_landing
-from runtime_ops.documents.landing.s3 import S3LandingSource
+from runtime_ops.landing.local import LocalLandingSource
+from runtime_ops.landing.open import open_landing
+from runtime_ops.landing.s3 import S3LandingSource
 
 __all__ = [
     "IGNORED_SUFFIXES",

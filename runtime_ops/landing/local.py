@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from runtime_ops.documents.landing.base import (
+from runtime_ops.landing.base import (
     IGNORED_SUFFIXES,
     SETTING,
     LandingError,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from runtime_ops.documents.landing.base import SETTING, LandingSource
-from runtime_ops.documents.landing.local import LocalLandingSource
-from runtime_ops.documents.landing.s3 import S3LandingSource
+from runtime_ops.landing.base import SETTING, LandingSource
+from runtime_ops.landing.local import LocalLandingSource
+from runtime_ops.landing.s3 import S3LandingSource
 
 
 def open_landing(uri: str, *, endpoint_url: str | None = None) -> LandingSource:
