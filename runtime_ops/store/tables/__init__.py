@@ -1,0 +1,1 @@
+"""The state store's tables, by concern (re-exported by `runtime_ops.store.schema`)."""

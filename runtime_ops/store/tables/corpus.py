@@ -1,0 +1,180 @@
+"""Landing batches, the document ledger, chunks, artifacts, the model registry and aliases, evaluation reports,
+embeddings, retrieval indexes and answers."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from runtime_ops.store.scope import DEFAULT_PIPELINE
+from runtime_ops.store.tables.base import UTCDateTime, metadata
+
+# One row per sensor tick that found new objects: the unit Dagster partitions by.
+landing_batches = Table(
+    "landing_batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("seq", Integer, nullable=False),
+    Column("source", String(1024), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("n_objects", Integer, nullable=False),
+    # pending -> launched (a run exists) -> ingested | failed
+    Column("status", String(16), nullable=False),
+    Column("run_id", String(64)),
+    Column("ingested_at", UTCDateTime()),
+    UniqueConstraint("pipeline", "seq", name="uq_landing_batches_pipeline_seq"),
+)
+
+# The document ledger: one row per (key, version). Each version is processed once.
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("key", String(1024), nullable=False),
+    Column("version", String(256), nullable=False),
+    Column("batch_id", String(64), ForeignKey("landing_batches.id"), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("last_modified", UTCDateTime()),
+    # pending -> ok | quarantined | duplicate ; ok -> superseded when a newer version is ingested
+    Column("status", String(16), nullable=False),
+    Column("reason", Text),
+    Column("quarantine_code", String(32)),
+    Column("content_hash", String(64)),
+    Column("format", String(16)),
+    Column("title", Text),
+    Column("text", Text),
+    Column("processed_at", UTCDateTime()),
+    UniqueConstraint("pipeline", "key", "version", name="uq_documents_pipeline_key_version"),
+    Index("ix_documents_batch", "batch_id"),
+    Index("ix_documents_status_key", "status", "key"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("document_id", Integer, ForeignKey("documents.id"), nullable=False),
+    Column("ord", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    UniqueConstraint("document_id", "ord", name="uq_chunks_document_ord"),
+)
+
+# Content-addressed blobs: trained models, retrieval indexes.
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+model_versions = Table(
+    "model_versions",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("digest", String(64), nullable=False),
+    Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("n_documents", Integer, nullable=False),
+    Column("n_chunks", Integer, nullable=False),
+    Column("corpus_revision", Integer, nullable=False),
+    Column("trained_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+    UniqueConstraint("pipeline", "digest", name="uq_model_versions_pipeline_digest"),
+)
+
+eval_reports = Table(
+    "eval_reports",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("production_version", Integer, ForeignKey("model_versions.version")),
+    Column("candidate_metrics", JSON, nullable=False),
+    Column("production_metrics", JSON),
+    Column("verdict", JSON, nullable=False),
+    Column("markdown", Text, nullable=False),
+    Column("report_digest", String(64), nullable=False),
+    Column("candidate_digest", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+    Index("ix_eval_reports_candidate", "candidate_version"),
+)
+
+# Named pointers: `production` -> model version, `retrieval_index` -> index id. `fence` is the highest
+# fencing token a write to the alias carried (issue 4's lock tokens); 0 means unfenced writes so far.
+aliases = Table(
+    "aliases",
+    metadata,
+    Column("pipeline", String(64), primary_key=True, server_default=DEFAULT_PIPELINE),
+    Column("name", String(64), primary_key=True),
+    Column("target", Integer, nullable=False),
+    Column("fence", BigInteger, nullable=False, default=0),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+alias_history = Table(
+    "alias_history",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("name", String(64), nullable=False),
+    Column("old_target", Integer),
+    Column("new_target", Integer),  # NULL: the alias was removed
+    Column("approval_id", String(64)),
+    Column("actor", String(256), nullable=False),
+    Column("run_id", String(64)),
+    Column("changed_at", UTCDateTime(), nullable=False),
+)
+
+chunk_embeddings = Table(
+    "chunk_embeddings",
+    metadata,
+    Column("chunk_id", Integer, ForeignKey("chunks.id"), primary_key=True),
+    Column("model_version", Integer, ForeignKey("model_versions.version"), primary_key=True),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+retrieval_indexes = Table(
+    "retrieval_indexes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("model_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("corpus_revision", Integer, nullable=False),
+    Column("n_chunks", Integer, nullable=False),
+    Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+)
+
+answers = Table(
+    "answers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("question", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("sources", JSON, nullable=False),
+    Column("index_id", Integer, ForeignKey("retrieval_indexes.id"), nullable=False),
+    Column("answerer", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("run_id", String(64)),
+)
