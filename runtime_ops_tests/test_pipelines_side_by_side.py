@@ -15,6 +15,7 @@ from runtime_ops.approvals import links
 from runtime_ops.cli import main as cli
 from runtime_ops.definitions import build_definitions
 from runtime_ops.demo import CORPUS_DIR
+from runtime_ops.locks.factory import locker_for
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.approvals_support import ApiServer
@@ -110,6 +111,20 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     with ApiServer(get_settings()) as api:
         page = httpx.post(f"{api.url}/approvals/{forged}", data={"action": "approve"}, timeout=10)
         assert page.status_code == 403, page.text
+        # A genuine link's page names the pipeline the candidate belongs to.
+        genuine = links.issue(
+            secret,
+            request_id=alpha_req["id"],
+            approver="UA2",
+            digest=alpha_req["candidate_digest"],
+            expires_at=datetime.now(UTC) + timedelta(hours=1),
+        )
+        evidence = httpx.get(f"{api.url}/approvals/{genuine}", timeout=10)
+        assert evidence.status_code == 200 and "<b id=pipeline>alpha</b>" in evidence.text
+        listed = httpx.get(f"{api.url}/api/approvals", params={"status": "pending"}, timeout=10).json()
+        assert {(r["id"], r["pipeline"]) for r in listed} == {(alpha_req["id"], "alpha"), (beta_req["id"], "beta")}
+        only_beta = httpx.get(f"{api.url}/api/approvals", params={"pipeline": "beta"}, timeout=10).json()
+        assert {r["pipeline"] for r in only_beta} == {"beta"}
         metrics = httpx.get(f"{api.url}/metrics", timeout=10).text
     assert 'pipeline="alpha"' in metrics and 'pipeline="beta"' in metrics
     assert stores["alpha"].requests.get_request(alpha_req["id"])["status"] == "pending"
@@ -136,7 +151,9 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     assert flows["beta"].tick("approvals_sensor") == []  # one of two
     assert cli(["approvals", "approve", beta_req["id"], "--as", "UB2"]) == 0
     [promotion] = flows["beta"].tick("approvals_sensor")
-    assert flows["beta"].run("approvals_sensor", promotion).success
+    # Locks do not collide: beta promotes while alpha's promotion lock is held.
+    with locker_for(None, get_settings().resolved_database_url).hold("alpha:promotion", ttl_ms=60_000, wait_s=1):
+        assert flows["beta"].run("approvals_sensor", promotion).success
     assert stores["beta"].registry.alias("production") == beta_req["candidate_version"]
     assert stores["alpha"].registry.alias("production") == alpha_req["candidate_version"]
     for name, store in stores.items():
