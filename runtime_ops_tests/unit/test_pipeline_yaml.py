@@ -84,3 +84,14 @@ def test_two_pipelines_resolve_their_own_settings(tmp_path: Path, monkeypatch: p
     assert alpha.approvals.slack_channel == "C_ALPHA" and alpha.approvals.expire_after.total_seconds() == 7200
     assert (alpha.gate.auto_approve_margin, beta.gate.auto_approve_margin) == (0.1, 0.3)
     assert beta.approvals.approvers == () and beta.golden_set.name == "golden.jsonl"
+
+
+def test_a_bad_declaration_fails_the_code_location_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime_ops.definitions import build_definitions
+
+    path = declare(tmp_path, "alpha", HEADER + "  schedules:\n    retrain_cron: '0 3 * * *'\n    weekly: true\n")
+    monkeypatch.setenv("RUNTIME_OPS_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("RUNTIME_OPS_HOME", str(tmp_path / "home"))
+    with pytest.raises(PipelineConfigError) as exc:
+        build_definitions(load_settings())
+    assert f"{path}:6: attributes.schedules.weekly: Extra inputs are not permitted" in str(exc.value)
