@@ -22,6 +22,7 @@ log = logging.getLogger("runtime_ops.api")
 # Alertmanager batches alerts (max_alerts, default unlimited); a body past this is refused, not half-read.
 MAX_ALERT_BODY = 16 * 1024 * 1024
 ALERT_FIELDS = (
+    "pipeline",
     "id",
     "fingerprint",
     "alertname",
@@ -78,8 +79,11 @@ async def alertmanager_webhook(request: Request, settings: SettingsDep, store: S
 
 
 @router.get("/api/alerts")
-def list_alerts(store: StoreDep, status: str | None = None, limit: int = 100) -> JSONResponse:
+def list_alerts(
+    store: StoreDep, status: str | None = None, limit: int = 100, pipeline: str | None = None
+) -> JSONResponse:
     if status is not None and status not in ("firing", "resolved"):
         return JSONResponse({"error": f"unknown status {status!r}; use firing or resolved"}, 400)
-    rows = store.alerts.list_alerts(status=status, limit=max(1, min(limit, 500)))
+    scoped = store.scoped(pipeline) if pipeline else store  # the alerts of every pipeline unless one is named
+    rows = scoped.alerts.list_alerts(status=status, limit=max(1, min(limit, 500)))
     return JSONResponse(jsonable_encoder([{k: r.get(k) for k in ALERT_FIELDS} for r in rows]))
