@@ -365,7 +365,7 @@ def test_a_failing_source_is_counted_and_the_rest_still_served(env, postgres_url
         raise RuntimeError("dagster storage unreachable")
 
     app.state.metrics_collector.instance_provider = unreachable
-    store = app.state.store
+    store = app.state.store.scoped("demo")  # the API holds an unscoped store; a batch belongs to a pipeline
     with store.tx() as conn:
         conn.execute(text("DROP TABLE metric_series"))
     response = client.get("/metrics")

@@ -34,9 +34,18 @@ class _Store:
         self.calls.append((request_id, kw))
         return _Result(self.outcome, f"{request_id}: {self.outcome}", {"id": request_id, "status": "approved"})
 
-    def audit(self, **fields: Any) -> dict[str, Any]:
+    def append(self, **fields: Any) -> dict[str, Any]:
         self.audits.append(fields)
         return fields
+
+    # The store's repositories, as `decide` and `refuse` reach them: `store.votes.cast_vote`, `store.audit_log`.
+    @property
+    def votes(self) -> _Store:
+        return self
+
+    @property
+    def audit_log(self) -> _Store:
+        return self
 
 
 @pytest.fixture
