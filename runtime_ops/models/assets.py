@@ -138,7 +138,9 @@ def evaluate_candidate(
         candidate_digest=c_digest,
         run_id=context.run_id,
     )
-    metadata: dict[str, object] = {name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()}
+    metadata: dict[str, dg.MetadataValue | str] = {
+        name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()
+    }
     if prod_metrics:
         metadata.update({f"production/{n}": dg.MetadataValue.float(float(v)) for n, v in prod_metrics.items()})
     if verdict.delta is not None:
@@ -240,6 +242,7 @@ def promote(
                 "version": dg.MetadataValue.int(previous or 0),
             }
         )
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     try:
         with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
             steps = promotion_steps(

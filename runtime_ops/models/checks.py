@@ -50,7 +50,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             policy=request_policy(spec),
             now=clock.now(),
         )
-        metadata: dict[str, object] = {"status": outcome.status}
+        metadata: dict[str, dg.MetadataValue | str] = {"status": outcome.status}
         if outcome.request:
             metadata["approval_id"] = outcome.request["id"]
             metadata["candidate_digest"] = outcome.request["candidate_digest"]

@@ -21,6 +21,8 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    assert url is not None, "alembic: no connection and no sqlalchemy.url"
+    engine = create_engine(url)
     with engine.connect() as conn:
         _run(conn)
