@@ -34,7 +34,15 @@ class _Store:
         self.calls.append((request_id, kw))
         return _Result(self.outcome, f"{request_id}: {self.outcome}", {"id": request_id, "status": "approved"})
 
-    def audit(self, **fields: Any) -> dict[str, Any]:
+    @property
+    def votes(self) -> _Store:  # StateStore.votes.cast_vote
+        return self
+
+    @property
+    def audit_log(self) -> _Store:  # StateStore.audit_log.append
+        return self
+
+    def append(self, **fields: Any) -> dict[str, Any]:
         self.audits.append(fields)
         return fields
 
