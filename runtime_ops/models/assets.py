@@ -14,6 +14,7 @@ from runtime_ops.store import StateStore
 if TYPE_CHECKING:
     from runtime_ops.locks.base import Locker
     from runtime_ops.models.evaluation import GoldenQuestion
+    from runtime_ops.models.policy import GatePolicy
 
 
 class TrainConfig(dg.Config):
@@ -159,7 +160,7 @@ def evaluate_candidate(
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
 
 
-def gate_policy(gate: GateSpec):  # type: ignore[no-untyped-def]  # -> GatePolicy (numpy: imported late)
+def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (numpy)
     from runtime_ops.models.policy import GatePolicy
 
     return GatePolicy(
