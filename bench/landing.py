@@ -68,7 +68,7 @@ def _patch_moto() -> None:
     from moto.s3 import models as s3m
     from moto.sqs import models as sqsm
 
-    real_unix_time = sqsm.unix_time
+    real_unix_time = sqsm.unix_time  # pyright: ignore[reportPrivateImportUsage]  # patched below, on purpose
 
     def now(dt: Any = None) -> float:
         return time.time() if dt is None else real_unix_time(dt)
@@ -77,8 +77,9 @@ def _patch_moto() -> None:
         retention = int(self.get_queue(queue_name).message_retention_period)
         return retention + message.sent_timestamp / 1000 > time.time()
 
-    sqsm.unix_time = now
-    sqsm.unix_time_millis = lambda dt=None: now(dt) * 1000.0
+    # moto.sqs.models' own imports of these, patched on purpose
+    sqsm.unix_time = now  # pyright: ignore[reportPrivateImportUsage]
+    sqsm.unix_time_millis = lambda dt=None: now(dt) * 1000.0  # pyright: ignore[reportPrivateImportUsage]
     sqsm.SQSBackend.is_message_valid_based_on_retention_period = retained
 
     real_list = s3m.S3Backend.list_objects_v2
@@ -126,7 +127,7 @@ def _moto_child(conn: Any) -> None:
     """Run moto's server; answer ("populate", bucket, start, stop), ("drop", bucket) and ("stop",)."""
     os.environ.update(AWS_ENV)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core import DEFAULT_ACCOUNT_ID  # pyright: ignore[reportPrivateImportUsage]  # moto's documented import
     from moto.s3.models import s3_backends
     from moto.server import ThreadedMotoServer
 
@@ -316,10 +317,10 @@ def _measure_size(n: int, moto: MotoChild, pg: Any, s3: Any, sqs: Any) -> tuple[
     from runtime_ops.documents.scan import scan
     from runtime_ops.landing import S3LandingSource
     from runtime_ops.landing.queue import EventQueue
-    from runtime_ops.resources.landing_resource import LandingResource
+    from runtime_ops.pipeline.spec import LandingSpec
     from runtime_ops.store import NewObject, open_store
 
-    defaults = LandingResource(uri="s3://unused")
+    defaults = LandingSpec(uri="s3://unused")
     batch_max, scan_max = defaults.batch_max_objects, defaults.scan_max_keys
     bucket = f"bench-landing-{n}"
     s3.create_bucket(Bucket=bucket)
@@ -459,7 +460,7 @@ def landing_tick() -> list[BenchResult]:
         pg.start()
         moto = MotoChild()
         os.environ["AWS_ENDPOINT_URL"] = moto.endpoint_url
-        session = boto3.session.Session()
+        session = boto3.Session()
         s3 = session.client("s3", endpoint_url=moto.endpoint_url, region_name="us-east-1")
         sqs = session.client("sqs", endpoint_url=moto.endpoint_url, region_name="us-east-1")
         rigs: list[EventRig] = []

@@ -113,6 +113,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
             print(f"  - {line}")
         print("nothing was changed")
         return 0
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with open_locker(get_settings()).hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         steps = promotion_steps(store, version=version, request=request, fence=lease.fence, run_id=None, log=print)
         outcome = run(

@@ -8,6 +8,7 @@ landing access, approval announcements, the run logger and the automation sensor
 from __future__ import annotations
 
 import os
+from typing import overload
 
 import dagster as dg
 
@@ -20,6 +21,10 @@ from runtime_ops.resources.state import ApprovalsResource, LocksResource, StateS
 from runtime_ops.settings import Settings, get_settings
 
 
+@overload
+def _url(value: str | None, variable: str, default: str) -> str | dg.EnvVar: ...
+@overload
+def _url(value: str | None, variable: str, default: None = None) -> str | dg.EnvVar | None: ...
 def _url(value: str | None, variable: str, default: str | None = None) -> str | dg.EnvVar | None:
     # A URL may carry a password: when it comes from the environment, Dagster gets the variable's name (read
     # when the resource is used), so the UI and the repository snapshot never hold the value.

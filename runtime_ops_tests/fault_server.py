@@ -101,7 +101,7 @@ def completion_body(text: str, model: str = "fault-server") -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: _Server  # pyright: ignore[reportIncompatibleVariableOverride]  # always our _Server (typeshed: BaseServer)
     protocol_version = "HTTP/1.1"  # keep-alive like a real API; behaviours that break a connection close it
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet

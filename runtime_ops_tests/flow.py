@@ -69,6 +69,7 @@ class Flow:
 
     def job_for(self, sensor_name: str, request: dg.RunRequest) -> dg.JobDefinition:
         name = request.job_name or self.repo.get_sensor_def(self.name(sensor_name)).job_name
+        assert name is not None, f"{sensor_name}: neither the run request nor the sensor names a job"
         return self.repo.get_job(name)
 
     def run(self, sensor_name: str, request: dg.RunRequest, **kwargs: Any) -> dg.ExecuteInProcessResult:

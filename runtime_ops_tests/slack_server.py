@@ -44,6 +44,12 @@ class Call:
     token: str | None = None  # the token presented, if any
 
     @property
+    def response_json(self) -> dict[str, Any]:
+        """The response, for a call answered with JSON (every Web API method)."""
+        assert isinstance(self.response, dict), self.response
+        return self.response
+
+    @property
     def ok(self) -> bool:
         if isinstance(self.response, dict):
             return bool(self.response.get("ok"))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, Response, sync_playwright
+from playwright.sync_api import BrowserContext, Page, Response, ViewportSize, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from sqlalchemy import select
 
@@ -41,7 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-quic",
 ]
-VIEWPORT = {"width": 1000, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1000, "height": 900}
 # The README's screenshot is refreshed only on request (RUNTIME_OPS_UPDATE_DOCS=1), so tests leave the tree clean.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "approval-page.png"
 INSTALL_HINT = "install Debian's Chromium: `sudo apt-get install -y chromium` (or `make system-packages`)"
@@ -99,7 +99,9 @@ class World:
         return open_pending(self.store, policy, now=self.clock.now(), seed=seed)
 
     def get(self, request_id: str | None = None) -> dict[str, Any]:
-        return self.store.requests.get_request(request_id or self.request["id"])
+        request = self.store.requests.get_request(request_id or self.request["id"])
+        assert request is not None
+        return request
 
     def link_uses(self) -> list[dict[str, Any]]:
         with self.store.tx() as conn:

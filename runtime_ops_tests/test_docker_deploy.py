@@ -247,7 +247,7 @@ def test_every_command_parses_with_the_cli_it_runs(compose: dict[str, Any]) -> N
     }
     checked = 0
     for svc in compose["services"].values():
-        commands = []
+        commands: list[list[str]] = []
         if svc.get("image", "").startswith("runtime-ops"):
             commands.append(_command(svc))
             test = svc.get("healthcheck", {}).get("test", [])
@@ -478,7 +478,7 @@ def test_dagster_yaml_passes_dagsters_instance_schema(tmp_path: Path, instance_y
 
 def _check_docker_launcher_config(config: dict[str, Any]) -> None:
     try:
-        from dagster_docker import DockerRunLauncher
+        from dagster_docker import DockerRunLauncher  # pyright: ignore[reportMissingImports]  # image only
     except ImportError:  # the local venv: dagster-docker is installed in the image only
         assert set(config) <= set(DOCKER_LAUNCHER_FIELDS_0_29_27), set(config) - set(DOCKER_LAUNCHER_FIELDS_0_29_27)
         assert isinstance(config["env_vars"], list) and all(isinstance(v, str) for v in config["env_vars"])
@@ -539,7 +539,7 @@ def test_dagster_yaml_makes_a_working_instance_on_postgres_and_s3(docker_instanc
         assert isinstance(instance.compute_log_manager, S3ComputeLogManager)
 
         try:
-            import dagster_docker  # noqa: F401
+            import dagster_docker  # noqa: F401  # pyright: ignore[reportMissingImports]  # image only
         except ImportError:
             # Not installed here (image only): the instance names it, and only touching the launcher needs it.
             with pytest.raises(Exception, match="import module dagster_docker"):

@@ -301,7 +301,7 @@ def test_redis_down_during_promotion_fails_closed_then_promotes_once(
     assert result.success
     retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     assert retries and all(e.step_key == "demo__production_model" for e in retries)
-    assert "LockUnavailable" in str(retries[0].event_specific_data.error)
+    assert "LockUnavailable" in str(retries[0].step_retry_data.error)
     assert store.registry.alias("production") == 2
     assert [h["new_target"] for h in store.registry.alias_history("production")] == [1, 2]
     index_moves = [h for h in store.registry.alias_history("retrieval_index") if h["approval_id"] == rid]

@@ -34,7 +34,7 @@ def _moto_sqs_without_quadratic_receive(monkeypatch: pytest.MonkeyPatch) -> None
         retention = int(self.get_queue(queue_name).message_retention_period)
         return retention + message.sent_timestamp / 1000 > time.time()
 
-    real_unix_time = models.unix_time
+    real_unix_time = models.unix_time  # pyright: ignore[reportPrivateImportUsage]  # moto's import, patched on purpose
     monkeypatch.setattr(models, "unix_time", now)
     monkeypatch.setattr(models, "unix_time_millis", lambda dt=None: now(dt) * 1000.0)
     monkeypatch.setattr(models.SQSBackend, "is_message_valid_based_on_retention_period", valid)
@@ -298,6 +298,7 @@ def test_overwrites_delivered_newest_first_record_every_version_once_and_the_new
     flow = Flow(dagster_instance)
     [request] = flow.tick("landing_sensor")
     assert request.tags["runtime_ops/objects"] == "3"
+    assert request.run_key is not None
     store = open_store(get_settings().resolved_database_url)
     recorded = sorted(store.documents.batch_documents(request.run_key), key=lambda d: d["id"])
     assert [d["version"] for d in recorded] == versions  # ledger order = sequencer order: the newest last

@@ -12,10 +12,11 @@ import sys
 import time
 import tracemalloc
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ def _free_port() -> int:
 @dataclass
 class Moto:
     endpoint_url: str
-    client: object  # a boto3 S3 client bound to the moto server
+    client: Any  # a boto3 S3 client bound to the moto server
 
     def new_bucket(self) -> str:
         name = f"landing-{uuid.uuid4().hex[:12]}"
@@ -337,6 +338,7 @@ def test_s3_prefix_handling(landing_moto: Moto, uri_tail: str, prefix: str, uri_
 
 def test_s3_missing_bucket_names_bucket_and_setting(landing_moto: Moto):
     src = open_landing("s3://no-such-landing-bucket/in", endpoint_url=landing_moto.endpoint_url)
+    assert isinstance(src, S3LandingSource)
     with pytest.raises(LandingBucketMissing, match="no-such-landing-bucket") as info:
         list(src.iter_pages())
     assert "RUNTIME_OPS_LANDING" in str(info.value)
@@ -351,6 +353,7 @@ def test_s3_endpoint_falls_back_to_aws_endpoint_url(landing_moto: Moto, monkeypa
     landing_moto.client.put_object(Bucket=bucket, Key="k.txt", Body=b"k")
     monkeypatch.setenv("AWS_ENDPOINT_URL", landing_moto.endpoint_url)
     src = open_landing(f"s3://{bucket}")
+    assert isinstance(src, S3LandingSource)
     assert src.endpoint_url == landing_moto.endpoint_url
     assert [r.key for p in src.iter_pages() for r in p] == ["k.txt"]
 
@@ -360,6 +363,7 @@ def test_s3_listing_is_paged_lazily(landing_moto: Moto):
     for i in range(30):
         land.raw_put(f"f{i:02d}.txt", b"x")
     src = land.source
+    assert isinstance(src, S3LandingSource)
     calls: list[dict] = []
     real_client = src.client
 
@@ -497,6 +501,7 @@ def test_local_iteration_is_streaming_one_page_plus_directory_stack(tmp_path: Pa
     tracemalloc.start()
     try:
         pages = src.iter_pages(page_size=1000)
+        assert isinstance(pages, Generator)  # closed below
         first = next(pages)
         _, first_peak = tracemalloc.get_traced_memory()
         pages.close()
@@ -527,7 +532,7 @@ def test_measure_listing_10k_objects_vs_dagster_aws_get_objects(landing_moto: Mo
     keys_to_seed = [f"bench/d{i % 50:02d}/f{i:05d}.txt" for i in range(n)]
     t0 = time.perf_counter()
     try:  # seeding 10k objects over HTTP takes ~45 s on moto: write them into the in-process backend
-        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.core import DEFAULT_ACCOUNT_ID  # pyright: ignore[reportPrivateImportUsage]  # moto's documented import
         from moto.s3.models import s3_backends
 
         backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]

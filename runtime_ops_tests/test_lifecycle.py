@@ -4,6 +4,7 @@ approve through the CLI, promote, re-embed and re-index."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
 import pytest
@@ -59,10 +60,10 @@ def test_approval_through_cli_promotes_and_reindexes(
     # The report's metadata plots the evaluation history: both versions, production marked, v2 highlighted.
     [report] = [
         m.materialization
-        for m in (e.event_specific_data for e in train2.get_asset_materialization_events())
+        for m in (e.step_materialization_data for e in train2.get_asset_materialization_events())
         if m.materialization.asset_key == dg.AssetKey(["demo", "evaluation_report"])
     ]
-    history = report.metadata["history"].value.splitlines()
+    history = cast(str, report.metadata["history"].value).splitlines()  # a markdown value
     assert history[0] == "| version | recall@5 | ndcg@10 | mrr | verdict |"
     assert history[2].startswith("| v1 (production) |") and history[3].startswith("| **v2** |")
     assert "█" in history[3] and "needs approval" in history[3]

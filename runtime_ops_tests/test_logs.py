@@ -127,7 +127,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
                     pending["id"],
                     "approve",
                     "U3",
-                    message_ts=post.response["ts"],
+                    message_ts=post.response_json["ts"],
                     action_ts="1700000000.000001",
                     channel_id=CHANNEL,
                     response_url=slack.response_url("click"),

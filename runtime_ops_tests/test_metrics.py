@@ -174,9 +174,11 @@ class _fixture_cm:
         return None
 
 
-def _expected_from_dagster(instance: dg.DagsterInstance) -> dict[str, Counter[tuple[str, ...]]]:
+def _expected_from_dagster(instance: dg.DagsterInstance) -> dict[str, Counter[tuple[str | None, ...]]]:
     """What /metrics must say, computed directly from Dagster's run records and each run's event records."""
-    out: dict[str, Counter[tuple[str, ...]]] = {k: Counter() for k in ("ok", "fail", "runs", "queued", "duration")}
+    out: dict[str, Counter[tuple[str | None, ...]]] = {
+        k: Counter() for k in ("ok", "fail", "runs", "queued", "duration")
+    }
     terminal = {"SUCCESS": "success", "FAILURE": "failure", "CANCELED": "canceled"}
     for rec in instance.get_run_records():
         run = rec.dagster_run
@@ -195,7 +197,9 @@ def _expected_from_dagster(instance: dg.DagsterInstance) -> dict[str, Counter[tu
     return out
 
 
-def _assert_dagster_matches(samples: Samples, instance: dg.DagsterInstance) -> dict[str, Counter[tuple[str, ...]]]:
+def _assert_dagster_matches(
+    samples: Samples, instance: dg.DagsterInstance
+) -> dict[str, Counter[tuple[str | None, ...]]]:
     expected = _expected_from_dagster(instance)
 
     def keyed(name: str, labels: tuple[str, ...]) -> Counter[tuple[str, ...]]:

@@ -79,6 +79,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         assert train.success, name
     v1 = {name: s.registry.alias("production") for name, s in stores.items()}
     assert v1["alpha"] != v1["beta"] and all(v1.values())
+    assert v1["beta"] is not None
     assert stores["alpha"].registry.get_model(v1["beta"]) is None  # one pipeline cannot see the other's models
 
     # Second candidates wait for their own approvers.

@@ -36,4 +36,4 @@ def test_the_fallback_hook_still_exists_in_this_dagster() -> None:
     from runtime_ops.observability.steps import default_for_unconfigured_runs
 
     assert default_for_unconfigured_runs() is True
-    assert getattr(context_creation_job.default_system_loggers, "runtime_ops", False)
+    assert getattr(context_creation_job.default_system_loggers, "runtime_ops", False)  # pyright: ignore[reportPrivateImportUsage]  # dagster internals on purpose

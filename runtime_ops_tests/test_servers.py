@@ -44,7 +44,9 @@ def test_postgres_accepts_sqlalchemy_connections(postgres_server, postgres_url: 
                         "select name, setting from pg_settings where name in "
                         "('fsync', 'listen_addresses', 'max_connections')"
                     )
-                ).all()
+                )
+                .tuples()
+                .all()
             )
         assert settings == {"fsync": "off", "listen_addresses": "127.0.0.1", "max_connections": "200"}
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -15,6 +15,7 @@ from runtime_ops.approvals.announce import announcer_for
 from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_resources
 from runtime_ops.models.checks import request_policy
+from runtime_ops.resources.state import ApprovalsResource
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.approvals_support import ApiServer, FakeClock, open_pending
@@ -39,7 +40,7 @@ class World:
 
     def tick(self) -> dict[str, list[str]]:
         announcer = announcer_for(
-            build_resources(self.settings)["approvals"],
+            cast(ApprovalsResource, build_resources(self.settings)["approvals"]),
             self.store,
             get_spec(settings=self.settings).approvals.slack_channel,
         )
@@ -109,7 +110,7 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
             summary = w.tick()
             assert summary["announced"] == [pending["id"]]
             [post] = slack.calls_to("chat.postMessage")
-            w.ts = post.response["ts"]
+            w.ts = post.response_json["ts"]
             yield w
 
 

@@ -278,7 +278,7 @@ def test_injected_faults(slack: SlackServer, notifier: SlackNotifier) -> None:
 
 def test_timeout_is_a_slack_error(slack: SlackServer) -> None:
     client = slack_client(TOKEN, api_url=slack.base_url)
-    client.timeout = 0.3
+    client.timeout = 0.3  # pyright: ignore[reportAttributeAccessIssue]  # slack_sdk annotates int; it is seconds
     slack.fail_next("chat.update", delay=1.0)
     with pytest.raises(SlackError, match=r"chat\.update failed: timeout") as info:
         SlackNotifier(client, CHANNEL).update_request(CHANNEL, "1700000000.000100", view())

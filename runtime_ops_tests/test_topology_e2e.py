@@ -122,7 +122,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         pending = wait_for(lambda: store.requests.list_requests(status="pending"), 240, "an approval request")[0]
         t_requested = time.monotonic() - t0
         assert pending["candidate_version"] == 2
-        posted = lambda: [c for c in slack.calls_to("chat.postMessage") if c.response.get("ok")]  # noqa: E731
+        posted = lambda: [c for c in slack.calls_to("chat.postMessage") if c.response_json.get("ok")]  # noqa: E731
         post = wait_for(posted, 60, "the request posted to Slack")[0]
         t_posted = time.monotonic() - t0
 

@@ -52,6 +52,7 @@ def run_reembed(
     dropped = store.embeddings.drop_embeddings(version, batch_id=batch_id)
     log(f"dropped {dropped} vectors of model v{version} for {scope}")
     embedded = embed_missing(store, version, log)
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         if store.registry.alias("production") != version:
             message = (

@@ -122,6 +122,7 @@ def run_rollback(
     if store.registry.get_model(to_version) is None:
         raise RollbackRefused(f"refusing to roll back: v{to_version} is not in the model registry")
     sid = saga_id(alert_key)
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
         journal = StoreJournal(store, run_id, kind="rollback")
         state = journal.load(sid)

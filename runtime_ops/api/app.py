@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
@@ -43,7 +44,7 @@ _THREADS = 10
 # its server and operation spans cost ~0.4 ms of CPU per Slack click (4 spans per request; the click benchmark
 # fell from 0.57x to 0.49x of the bare endpoint), and what matters here is already a span of ours, the
 # `approval.decision` linked to its request. Its metrics and log records would duplicate /metrics and our logs.
-_TELEMETRY: dict[str, Any] = {"tracing": False, "metrics": False, "logs": False}
+_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(

@@ -37,8 +37,8 @@ class VoteResult(Protocol):
     def request(self) -> dict[str, Any] | None: ...
 
 
-class DecisionStore(Protocol):
-    """The two state-store calls a decision needs (`runtime_ops.store.StateStore` has both)."""
+class VoteCaster(Protocol):
+    """`StateStore.votes`: the call that counts one attempt."""
 
     def cast_vote(
         self,
@@ -54,7 +54,21 @@ class DecisionStore(Protocol):
         link_digest: str | None = ...,
     ) -> VoteResult: ...
 
-    def audit(self, **fields: Any) -> dict[str, Any]: ...
+
+class AuditAppender(Protocol):
+    """`StateStore.audit_log`: the call that appends one audit record."""
+
+    def append(self, **fields: Any) -> dict[str, Any]: ...
+
+
+class DecisionStore(Protocol):
+    """The two state-store repositories a decision needs (`runtime_ops.store.StateStore` has both)."""
+
+    @property
+    def votes(self) -> VoteCaster: ...
+
+    @property
+    def audit_log(self) -> AuditAppender: ...
 
 
 @dataclass(frozen=True)

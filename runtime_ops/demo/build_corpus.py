@@ -711,7 +711,7 @@ def build(outdir: Path) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m runtime_ops.demo.build_corpus", description=__doc__.split("\n\n")[0]
+        prog="python -m runtime_ops.demo.build_corpus", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument("outdir", type=Path, help="folder to write; its stdlib/ sub-folder is replaced")
     args = parser.parse_args(argv)

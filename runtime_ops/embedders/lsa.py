@@ -13,7 +13,7 @@ import json
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -147,7 +147,7 @@ class Embedder:
         np.log(data, out=data)
         data += 1.0
         data *= self._idf[counts.indices].astype(np.float32)
-        return normalize(counts, norm="l2", copy=False)
+        return cast("csr_matrix", normalize(counts, norm="l2", copy=False))  # return_norm=False: the matrix
 
     def _get_vectorizer(self) -> CountVectorizer:
         if self._vectorizer is None:
@@ -159,7 +159,7 @@ class Embedder:
                 lowercase=self._lowercase,
                 token_pattern=self._token_pattern,
                 strip_accents=self._strip_accents,
-                dtype=np.float32,
+                dtype=np.float32,  # pyright: ignore[reportArgumentType]  # sklearn is untyped: dtype inferred from its np.int64 default
             )
         return self._vectorizer
 
@@ -326,6 +326,7 @@ def train_embedder(texts: Sequence[str], params: EmbedderParams = EmbedderParams
     with threadpool_limits(limits=1):
         svd.fit(matrix)
 
+    assert svd.components_ is not None  # set by fit
     vocabulary = [""] * n_terms
     for term, index in vectorizer.vocabulary_.items():
         vocabulary[index] = term

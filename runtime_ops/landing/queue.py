@@ -55,7 +55,7 @@ def region_from_queue_url(url: str) -> str | None:
 def _client(endpoint_url: str | None, region: str | None) -> Any:
     import boto3  # ~1 s: only when event mode is actually used
 
-    session = boto3.session.Session()
+    session = boto3.Session()
     region = region or session.region_name or "us-east-1"
     key = (endpoint_url, region)
     with _CLIENTS_LOCK:

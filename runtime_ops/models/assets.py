@@ -14,6 +14,7 @@ from runtime_ops.store import StateStore
 if TYPE_CHECKING:
     from runtime_ops.locks.base import Locker
     from runtime_ops.models.evaluation import GoldenQuestion
+    from runtime_ops.policies.gate import GatePolicy
 
 
 class TrainConfig(dg.Config):
@@ -138,7 +139,9 @@ def evaluate_candidate(
         candidate_digest=c_digest,
         run_id=context.run_id,
     )
-    metadata: dict[str, object] = {name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()}
+    metadata: dict[str, dg.MetadataValue | str] = {
+        name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()
+    }
     if prod_metrics:
         metadata.update({f"production/{n}": dg.MetadataValue.float(float(v)) for n, v in prod_metrics.items()})
     if verdict.delta is not None:
@@ -157,7 +160,7 @@ def evaluate_candidate(
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
 
 
-def gate_policy(gate: GateSpec):  # type: ignore[no-untyped-def]  # -> GatePolicy (numpy: imported late)
+def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (numpy)
     from runtime_ops.policies.gate import GatePolicy
 
     return GatePolicy(
@@ -240,6 +243,7 @@ def promote(
                 "version": dg.MetadataValue.int(previous or 0),
             }
         )
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     try:
         with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
             steps = promotion_steps(

@@ -1,5 +1,7 @@
 """The gate, as blocking asset checks on a pipeline's evaluation_report."""
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
 from runtime_ops import clock
@@ -7,6 +9,9 @@ from runtime_ops.approvals.gate import evaluate_gate
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
+
+if TYPE_CHECKING:
+    from runtime_ops.decisions.rules import RequestPolicy
 
 
 def _requester(context: dg.AssetCheckExecutionContext) -> str:
@@ -50,7 +55,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             policy=request_policy(spec),
             now=clock.now(),
         )
-        metadata: dict[str, object] = {"status": outcome.status}
+        metadata: dict[str, dg.MetadataValue | str] = {"status": outcome.status}
         if outcome.request:
             metadata["approval_id"] = outcome.request["id"]
             metadata["candidate_digest"] = outcome.request["candidate_digest"]
@@ -61,7 +66,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
     return [meets_policy, human_approval]
 
 
-def request_policy(spec: PipelineSpec):  # type: ignore[no-untyped-def]  # -> RequestPolicy
+def request_policy(spec: PipelineSpec) -> "RequestPolicy":
     """The approval policy new requests of this pipeline open with (a request keeps it once open)."""
     from runtime_ops.policies.approvals import RequestPolicy
 

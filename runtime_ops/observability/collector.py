@@ -62,6 +62,11 @@ def _family(name: str) -> Metric:
     return HistogramMetricFamily(name, d.help, labels=list(d.labels))
 
 
+def _add_value(family: Metric, labels: list[str], value: float) -> None:
+    assert isinstance(family, (CounterMetricFamily, GaugeMetricFamily))
+    family.add_metric(labels, value)
+
+
 def _add_histogram(family: Metric, labels: list[str], count: int, total: float, buckets: dict[str, int]) -> None:
     assert isinstance(family, HistogramMetricFamily)
     ordered = sorted_buckets(buckets)
@@ -251,7 +256,7 @@ class DagsterTracker:
             ):
                 family = _family(name)
                 for labels, n in sorted(counter.items()):
-                    family.add_metric(list(labels), n)
+                    _add_value(family, list(labels), n)
                 yield family
             for name, hists in (
                 ("runtime_ops_queue_latency_seconds", self.queue),
@@ -323,9 +328,9 @@ class RuntimeOpsCollector(Collector):
     def health(self) -> list[Metric]:
         errors = _family("runtime_ops_metrics_scrape_errors_total")
         for section, n in sorted(self.scrape_errors.items()):
-            errors.add_metric([section], n)
+            _add_value(errors, [section], n)
         up = _family("runtime_ops_dagster_instance_up")
-        up.add_metric([], 1.0 if self._tracker_ok else 0.0)
+        _add_value(up, [], 1.0 if self._tracker_ok else 0.0)
         return [errors, up]
 
     # ------------------------------------------------------------------ sources
@@ -340,7 +345,7 @@ class RuntimeOpsCollector(Collector):
             if d.kind == "histogram":
                 _add_histogram(families[d.name], values, int(row["count"]), float(row["sum"]), row["buckets"] or {})
             else:
-                families[d.name].add_metric(values, float(row["sum"]))
+                _add_value(families[d.name], values, float(row["sum"]))
         return list(families.values())
 
     def _aggregates(self) -> list[Metric]:
@@ -358,7 +363,7 @@ class RuntimeOpsCollector(Collector):
         for name, value in gauges.items():
             family = _family(name)
             for pipeline, agg in by_pipeline:
-                family.add_metric([pipeline], value(agg))
+                _add_value(family, [pipeline], value(agg))
             out.append(family)
         latency = _family("runtime_ops_approval_decision_latency_seconds")
         quarantined = _family("runtime_ops_documents_quarantined_total")
@@ -366,7 +371,7 @@ class RuntimeOpsCollector(Collector):
             for outcome, h in sorted((agg.decision_latency or {}).items()):
                 _add_histogram(latency, [pipeline, outcome], h.count, h.sum, h.buckets)
             for code, n in sorted((agg.quarantined or {}).items()):
-                quarantined.add_metric([pipeline, code], n)
+                _add_value(quarantined, [pipeline, code], n)
         out.extend((latency, quarantined))
         return out
 

@@ -23,7 +23,7 @@ import bisect
 import logging
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -359,7 +359,7 @@ class LockWaitRecorder:
     never need the state store otherwise).
     """
 
-    def __init__(self, store: StateStore | None = None, open_store: object | None = None) -> None:
+    def __init__(self, store: StateStore | None = None, open_store: Callable[[], StateStore] | None = None) -> None:
         self._store = store
         self._open = open_store
         self._lock = threading.Lock()

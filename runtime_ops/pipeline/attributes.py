@@ -33,23 +33,26 @@ def _secret_ref(value: object) -> object:
 
 class LandingAttributes(dg.Resolvable, dg.Model):
     uri: str | None = Field(
-        None,
+        default=None,
         description="Where documents land: s3://bucket[/prefix] or a local folder (relative paths are relative to "
         "RUNTIME_OPS_HOME). Default: RUNTIME_OPS_LANDING, else RUNTIME_OPS_HOME/landing.",
     )
     sqs_queue_url: str | None = Field(
-        None,
+        default=None,
         description="SQS queue with the bucket's S3 event notifications (event mode). Default: "
         "RUNTIME_OPS_SQS_QUEUE_URL.",
     )
     batch_max_objects: int | None = Field(
-        None, gt=0, le=25_000, description="Most objects per landing batch. Default: RUNTIME_OPS_BATCH_MAX_OBJECTS."
+        default=None,
+        gt=0,
+        le=25_000,
+        description="Most objects per landing batch. Default: RUNTIME_OPS_BATCH_MAX_OBJECTS.",
     )
     scan_max_keys: int | None = Field(
-        None, gt=0, description="Most keys listed per sensor tick. Default: RUNTIME_OPS_SCAN_MAX_KEYS."
+        default=None, gt=0, description="Most keys listed per sensor tick. Default: RUNTIME_OPS_SCAN_MAX_KEYS."
     )
     max_document_bytes: int | None = Field(
-        None, gt=0, description="Larger objects are quarantined. Default: RUNTIME_OPS_MAX_DOCUMENT_BYTES."
+        default=None, gt=0, description="Larger objects are quarantined. Default: RUNTIME_OPS_MAX_DOCUMENT_BYTES."
     )
 
     @field_validator("uri")
@@ -63,15 +66,17 @@ class LandingAttributes(dg.Resolvable, dg.Model):
 
 
 class EmbedderAttributes(dg.Resolvable, dg.Model):
-    kind: Literal["lsa"] = Field("lsa", description="The embedder: `lsa` (TF-IDF + truncated SVD, trained here).")
-    dim: int = Field(128, ge=2, le=4096, description="Embedding dimensions.")
-    max_features: int = Field(50_000, ge=10, description="Vocabulary size of the TF-IDF stage.")
-    seed: int = Field(0, description="Random seed: the same corpus and seed give byte-identical models.")
+    kind: Literal["lsa"] = Field(
+        default="lsa", description="The embedder: `lsa` (TF-IDF + truncated SVD, trained here)."
+    )
+    dim: int = Field(default=128, ge=2, le=4096, description="Embedding dimensions.")
+    max_features: int = Field(default=50_000, ge=10, description="Vocabulary size of the TF-IDF stage.")
+    seed: int = Field(default=0, description="Random seed: the same corpus and seed give byte-identical models.")
 
 
 class EvaluationAttributes(dg.Resolvable, dg.Model):
     golden_set: str | None = Field(
-        None,
+        default=None,
         description="JSONL golden set (question, relevant document keys), relative to this defs.yaml. Default: "
         "RUNTIME_OPS_GOLDEN_SET, else the demo set.",
     )
@@ -79,37 +84,41 @@ class EvaluationAttributes(dg.Resolvable, dg.Model):
 
 class GateAttributes(dg.Resolvable, dg.Model):
     primary_metric: str | None = Field(
-        None, description="Metric the gate compares (e.g. ndcg@5, recall@5, mrr). Default: RUNTIME_OPS_PRIMARY_METRIC."
+        default=None,
+        description="Metric the gate compares (e.g. ndcg@5, recall@5, mrr). Default: RUNTIME_OPS_PRIMARY_METRIC.",
     )
     auto_approve_margin: Fraction | None = Field(
-        None,
+        default=None,
         description="Auto-approve when the candidate beats production by this much. Default: "
         "RUNTIME_OPS_AUTO_APPROVE_MARGIN (0.02).",
     )
     max_regression: Fraction | None = Field(
-        None,
+        default=None,
         description="meets_policy fails past this regression. Default: RUNTIME_OPS_MAX_REGRESSION (0.05).",
     )
 
 
 class ApprovalAttributes(dg.Resolvable, dg.Model):
     approvers: list[str] | None = Field(
-        None, description="Slack user ids allowed to decide. Default: RUNTIME_OPS_APPROVERS (empty: anyone)."
+        default=None, description="Slack user ids allowed to decide. Default: RUNTIME_OPS_APPROVERS (empty: anyone)."
     )
     escalation_approvers: list[str] | None = Field(
-        None, description="Who is asked after escalate_after. Default: RUNTIME_OPS_ESCALATION_APPROVERS."
+        default=None, description="Who is asked after escalate_after. Default: RUNTIME_OPS_ESCALATION_APPROVERS."
     )
     required_approvals: int | None = Field(
-        None, ge=1, le=20, description="Distinct approvals needed (M of N). Default: RUNTIME_OPS_REQUIRED_APPROVALS."
+        default=None,
+        ge=1,
+        le=20,
+        description="Distinct approvals needed (M of N). Default: RUNTIME_OPS_REQUIRED_APPROVALS.",
     )
     escalate_after: str | None = Field(
-        None, description="Duration (90s, 30m, 4h, 2d or off). Default: RUNTIME_OPS_ESCALATE_AFTER (4h)."
+        default=None, description="Duration (90s, 30m, 4h, 2d or off). Default: RUNTIME_OPS_ESCALATE_AFTER (4h)."
     )
     expire_after: str | None = Field(
-        None, description="Duration after which a request is rejected. Default: RUNTIME_OPS_EXPIRE_AFTER (24h)."
+        default=None, description="Duration after which a request is rejected. Default: RUNTIME_OPS_EXPIRE_AFTER (24h)."
     )
     slack_channel: str | None = Field(
-        None, description="Slack channel id for this pipeline's requests. Default: SLACK_APPROVAL_CHANNEL."
+        default=None, description="Slack channel id for this pipeline's requests. Default: SLACK_APPROVAL_CHANNEL."
     )
 
     @field_validator("escalate_after", "expire_after")
@@ -122,16 +131,17 @@ class ApprovalAttributes(dg.Resolvable, dg.Model):
 
 class AnswersAttributes(dg.Resolvable, dg.Model):
     questions_file: str | None = Field(
-        None, description="Questions rag_answers answers (one per line), relative to this defs.yaml."
+        default=None, description="Questions rag_answers answers (one per line), relative to this defs.yaml."
     )
     endpoint: str | None = Field(
-        None, description="OpenAI-compatible chat endpoint. Default: RUNTIME_OPS_MODEL_ENDPOINT (none: extractive)."
+        default=None,
+        description="OpenAI-compatible chat endpoint. Default: RUNTIME_OPS_MODEL_ENDPOINT (none: extractive).",
     )
     model_name: str | None = Field(
-        None, description="Model name sent to the endpoint. Default: RUNTIME_OPS_MODEL_NAME."
+        default=None, description="Model name sent to the endpoint. Default: RUNTIME_OPS_MODEL_NAME."
     )
     api_key: EnvRef | None = Field(
-        None, description="The endpoint's API key, as {env: VAR}. Default: RUNTIME_OPS_MODEL_API_KEY."
+        default=None, description="The endpoint's API key, as {env: VAR}. Default: RUNTIME_OPS_MODEL_API_KEY."
     )
 
     @field_validator("api_key", mode="before")
@@ -148,9 +158,9 @@ class AnswersAttributes(dg.Resolvable, dg.Model):
 
 
 class ScheduleAttributes(dg.Resolvable, dg.Model):
-    retrain_cron: str | None = Field("0 3 * * *", description="Cron of the periodic retrain (null: none).")
+    retrain_cron: str | None = Field(default="0 3 * * *", description="Cron of the periodic retrain (null: none).")
     regression_cron: str | None = Field(
-        "0 */6 * * *", description="Cron of the production model's regression evaluation (null: none)."
+        default="0 */6 * * *", description="Cron of the production model's regression evaluation (null: none)."
     )
 
 
@@ -158,7 +168,7 @@ class PipelineAttributes(dg.Model):
     """Everything one pipeline declares; nested sections may be left out."""
 
     name: str = Field(description="Pipeline name: prefixes its asset keys, jobs, sensors and schedules.")
-    description: str = Field("", description="Shown in the Dagster UI on the pipeline's assets.")
+    description: str = Field(default="", description="Shown in the Dagster UI on the pipeline's assets.")
     landing: LandingAttributes = Field(default_factory=LandingAttributes)
     embedder: EmbedderAttributes = Field(default_factory=EmbedderAttributes)
     evaluation: EvaluationAttributes = Field(default_factory=EvaluationAttributes)
@@ -167,7 +177,7 @@ class PipelineAttributes(dg.Model):
     answers: AnswersAttributes = Field(default_factory=AnswersAttributes)
     schedules: ScheduleAttributes = Field(default_factory=ScheduleAttributes)
     alert_rules: str | None = Field(
-        None,
+        default=None,
         description="Remediation rule file, relative to this defs.yaml. Default: RUNTIME_OPS_ALERT_RULES, else the "
         "example rules.",
     )

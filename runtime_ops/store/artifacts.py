@@ -20,6 +20,7 @@ class Artifacts(Repository):
             res = conn.execute(
                 insert(_A).values(kind=kind, digest=digest, size=len(data), data=data, created_at=utcnow())
             )
+            assert res.inserted_primary_key is not None  # a one-row insert always has its key
             return int(res.inserted_primary_key[0])
 
     def artifact_digest(self, artifact_id: int) -> str | None:

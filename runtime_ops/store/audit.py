@@ -54,7 +54,7 @@ class Audit(Repository):
         request, the global chain."""
         request_id = fields.get("request_id")
         row = conn.execute(_REQUEST_HEAD, {"rid": request_id}).first() if request_id else None
-        if row is not None:
+        if request_id and row is not None:
             record = chain_record(request_id, (row.audit_seq, row.audit_hash), **fields)
             conn.execute(_INSERT, record)
             conn.execute(_SET_REQUEST_HEAD, {"rid": request_id, "b_seq": record["seq"], "b_hash": record["hash"]})

@@ -19,6 +19,7 @@ class Evaluations(Repository):
         values.setdefault("created_at", utcnow())
         with self.tx() as conn:
             res = conn.execute(insert(_R).values(**values))
+            assert res.inserted_primary_key is not None  # a one-row insert always has its key
             values["id"] = int(res.inserted_primary_key[0])
             return values
 

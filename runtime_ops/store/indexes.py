@@ -35,6 +35,7 @@ class Indexes(Repository):
                     run_id=run_id,
                 )
             )
+            assert res.inserted_primary_key is not None  # a one-row insert always has its key
             return int(res.inserted_primary_key[0])
 
     def get_index(self, index_id: int) -> dict[str, Any] | None:

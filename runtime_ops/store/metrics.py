@@ -94,7 +94,7 @@ class Metrics(Repository):
                     update(ms)
                     .where(key)
                     .values(
-                        count=row.count + d.count,
+                        count=row._mapping["count"] + d.count,  # row.count is the tuple method to the checker
                         sum=row.sum + d.sum,
                         buckets=merge_buckets(row.buckets, d.buckets),
                         updated_at=now,

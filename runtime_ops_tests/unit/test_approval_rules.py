@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_policy_validation() -> None:
     assert p.deadlines(NOW) == (NOW + timedelta(hours=1), NOW + timedelta(hours=2))
 
 
-def _chain(n: int, chain: str = "apr-1", start_id: int = 1) -> list[dict[str, object]]:
+def _chain(n: int, chain: str = "apr-1", start_id: int = 1) -> list[dict[str, Any]]:
     records, prev = [], audit.GENESIS
     for i in range(1, n + 1):
         rec = {
@@ -79,11 +80,11 @@ def test_audit_chains_detect_edit_delete_and_truncation() -> None:
     edited = [dict(r) for r in a]
     edited[2]["actor"] = "mallory"
     report = audit.verify(edited)
-    assert not report.ok and report.first_broken_id == 3 and "modified" in report.problem
+    assert not report.ok and report.first_broken_id == 3 and report.problem is not None and "modified" in report.problem
     deleted = a[:2] + a[3:]
     assert audit.verify(deleted).first_broken_id == 4
     truncated = audit.verify(a[:4], heads={"apr-1": (5, a[-1]["hash"])})
-    assert not truncated.ok and "removed" in truncated.problem
+    assert not truncated.ok and truncated.problem is not None and "removed" in truncated.problem
     moved = [dict(r) for r in a]
     moved[1]["chain"] = "apr-2"  # a record moved to another request's chain
     assert not audit.verify(moved).ok

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -196,7 +197,8 @@ def test_minimal_pdf_is_valid_in_strict_mode_with_correct_xref() -> None:
     # Every xref offset must point at the start of its object.
     xref_at = int(data.rsplit(b"startxref\n", 1)[1].split(b"\n", 1)[0])
     entries = data[xref_at:].split(b"\n")[3:]
-    for number, entry in enumerate(entries[: reader.trailer["/Size"] - 1], start=1):
+    size = cast(int, reader.trailer["/Size"])  # a NumberObject (an int)
+    for number, entry in enumerate(entries[: size - 1], start=1):
         offset = int(entry[:10])
         assert data[offset:].startswith(b"%d 0 obj" % number)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +19,7 @@ SIGNING = "unit-signing-secret-abcdef"
 
 
 @pytest.fixture
-def planted(monkeypatch: pytest.MonkeyPatch) -> None:
+def planted(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
     monkeypatch.setenv("SLACK_APPROVAL_CHANNEL", "C1")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SIGNING)

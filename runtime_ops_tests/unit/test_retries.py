@@ -9,6 +9,7 @@ from runtime_ops.retries import IO_RETRY, capped_retry_policy
 def test_capped_policy_never_waits_longer_than_the_cap() -> None:
     policy = capped_retry_policy(delay_s=2.0, max_delay_s=30.0)
     assert policy.max_retries == 4 and policy.jitter == dg.Jitter.FULL
+    assert policy.delay is not None
     longest = (2**policy.max_retries - 1) * policy.delay
     assert longest <= 30.0 < (2 ** (policy.max_retries + 1) - 1) * policy.delay
     assert policy == IO_RETRY

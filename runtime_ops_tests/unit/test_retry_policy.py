@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from runtime_ops.http import Backoff, EndpointError, InvalidResponse, call_with_retries, classify, parse_retry_after
+from runtime_ops.http.retry import Jitter
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -33,7 +34,7 @@ def test_ceiling_grows_exponentially_and_is_capped() -> None:
 
 
 @pytest.mark.parametrize("jitter", ["full", "equal", "none"])
-def test_delays_stay_within_the_policy_bounds(jitter: str) -> None:
+def test_delays_stay_within_the_policy_bounds(jitter: Jitter) -> None:
     policy = Backoff(base_s=0.1, factor=3.0, max_delay_s=5.0, jitter=jitter)
     rng = random.Random(42)
     for attempt in range(1, 12):

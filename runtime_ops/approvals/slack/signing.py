@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from slack_sdk.signature import SignatureVerifier
+    from slack_sdk.signature import Clock, SignatureVerifier
 
 # Slack's recommendation: a request older than this may be a replay of a captured one.
 MAX_AGE_SECONDS = 300
@@ -32,7 +32,10 @@ class SlackSignature:
         from slack_sdk.signature import SignatureVerifier
 
         self._clock = _EpochClock(now)
-        self._verifier: SignatureVerifier = SignatureVerifier(signing_secret, clock=self._clock)
+        self._verifier: SignatureVerifier = SignatureVerifier(
+            signing_secret,
+            clock=cast("Clock", self._clock),  # duck-typed: it only calls now()
+        )
 
     def problem(self, body: bytes, headers: Mapping[str, str]) -> str | None:
         """Why the request is not an authentic, fresh Slack request; None when it is."""

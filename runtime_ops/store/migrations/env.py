@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
 from runtime_ops.store.schema import metadata
 
 config = context.config
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     # render_as_batch lets the same migrations ALTER tables on SQLite.
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
@@ -21,6 +21,8 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    assert url is not None, "alembic: no connection and no sqlalchemy.url"
+    engine = create_engine(url)
     with engine.connect() as conn:
         _run(conn)
