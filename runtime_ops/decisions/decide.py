@@ -119,7 +119,7 @@ def decide(
     """Count `actor`'s `vote` on `request_id`, audit it and trace it.
 
     One store transaction does the work (`StateStore.votes.cast_vote`): it locks the request row, applies
-    `decisions.rules` (`authorise`, then `tally`), writes the vote and the compare-and-set outcome, claims the
+    `policies.approvals` (`authorise`, then `tally`), writes the vote and the compare-and-set outcome, claims the
     link nonce or Slack delivery key, and appends the attempt to the request's audit chain. Then the
     `approval.decision` span is recorded, linked to the span that opened the request.
 

@@ -1,7 +1,7 @@
 """S3 event notifications, as delivered through SQS, turned into the object versions the landing ledger records.
 
 Pure logic: no boto3, no Dagster. The landing sensor's event mode (``runtime_ops/documents/sensors.py``)
-receives the messages (``runtime_ops/documents/landing/queue.py``) and records what :func:`plan_versions` returns.
+receives the messages (``runtime_ops/landing/queue.py``) and records what :func:`plan_versions` returns.
 
 Accepted message bodies
 -----------------------

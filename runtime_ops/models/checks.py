@@ -11,7 +11,7 @@ from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
 
 if TYPE_CHECKING:
-    from runtime_ops.decisions.rules import RequestPolicy
+    from runtime_ops.policies.approvals import RequestPolicy
 
 
 def _requester(context: dg.AssetCheckExecutionContext) -> str:
