@@ -74,6 +74,8 @@ def digest(data: bytes) -> str:
 class Embedder:
     """A trained TF-IDF + LSA embedder. Construct with `train_embedder` or `Embedder.from_bytes`."""
 
+    kind = "lsa"
+
     def __init__(
         self,
         *,

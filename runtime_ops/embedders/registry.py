@@ -1,28 +1,100 @@
-"""Loading models and the current corpus from the state store (glue, no Dagster)."""
+"""Building embedders from a pipeline's settings or a registered version, and reading the corpus (glue, no Dagster)."""
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING
 
+from runtime_ops.embedders.reference import is_reference, parse_reference
+from runtime_ops.pipeline.spec import EmbedderSpec
 from runtime_ops.store import StateStore
 
 if TYPE_CHECKING:
+    from runtime_ops.embedders.base import TextEmbedder
     from runtime_ops.embedders.lsa import Embedder
 
 
 @functools.lru_cache(maxsize=8)
-def _embedder_from_bytes(digest: str, data: bytes) -> Embedder:
+def _lsa_from_bytes(digest: str, data: bytes) -> Embedder:
     from runtime_ops.embedders.lsa import Embedder
 
     return Embedder.from_bytes(data)
 
 
-def load_embedder(store: StateStore, version: int) -> Embedder:
+@functools.lru_cache(maxsize=4)
+def _sentence_model(model: str, batch_size: int) -> TextEmbedder:
+    # Loading weights takes seconds: one instance per model per process.
+    from runtime_ops.embedders.sentence import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(model, batch_size=batch_size)
+
+
+def pretrained_embedder(spec: EmbedderSpec) -> TextEmbedder:
+    """The embedder a pipeline of a pretrained kind (openai, sentence_transformers) declares."""
+    if spec.kind == "openai":
+        from runtime_ops.embedders.openai import OpenAIEmbedder
+
+        o = spec.openai
+        assert o is not None, "EmbedderSpec checks that kind openai has its settings"
+        key = os.environ.get(o.api_key_env) if o.api_key_env else None
+        return OpenAIEmbedder(
+            o.endpoint,
+            o.model,
+            o.dimensions,
+            api_key=key or None,
+            batch_size=o.batch_size,
+            max_batch_chars=o.max_batch_chars,
+            concurrency=o.concurrency,
+            timeout_s=o.timeout_s,
+            send_dimensions=o.send_dimensions,
+        )
+    if spec.kind == "sentence_transformers":
+        from runtime_ops.pipeline.spec import SentenceTransformerSpec
+
+        st = spec.sentence_transformers or SentenceTransformerSpec()
+        return _sentence_model(st.model, st.batch_size)
+    raise ValueError(f"embedder kind {spec.kind!r} is trained, not pretrained")
+
+
+def embedder_from_artifact(digest: str, data: bytes, spec: EmbedderSpec | None = None) -> TextEmbedder:
+    """The embedder a registered artifact holds. Run-time settings (API key variable, batch sizes) come from the
+    pipeline's current `spec` when it declares the same model, else the embedder's defaults."""
+    if not is_reference(data):
+        return _lsa_from_bytes(digest, data)
+    identity = parse_reference(data)
+    kind = identity["kind"]
+    if kind == "openai":
+        from runtime_ops.embedders.openai import OpenAIEmbedder
+        from runtime_ops.http.urls import public_url
+
+        declared = spec.openai if spec is not None and spec.kind == "openai" else None
+        if (
+            declared is not None
+            and public_url(declared.endpoint) == identity["endpoint"]
+            and declared.model == identity["model"]
+            and declared.dimensions == identity["dimensions"]
+        ):
+            return pretrained_embedder(spec)  # pyright: ignore[reportArgumentType]  # declared implies spec
+        return OpenAIEmbedder(str(identity["endpoint"]), str(identity["model"]), int(identity["dimensions"]))
+    if kind == "sentence_transformers":
+        batch = spec.sentence_transformers.batch_size if spec is not None and spec.sentence_transformers else 64
+        embedder = _sentence_model(str(identity["model"]), batch)
+        found = getattr(embedder, "identity", lambda: {})().get("weights_digest")
+        if found != identity.get("weights_digest"):
+            raise ValueError(
+                f"sentence-transformers model {identity['model']!r} on this host has weights {found}, but the "
+                f"registered version was made with {identity.get('weights_digest')}; install the same model files"
+            )
+        return embedder
+    raise ValueError(f"unknown embedder kind {kind!r} in a registered model")
+
+
+def load_embedder(store: StateStore, version: int, spec: EmbedderSpec | None = None) -> TextEmbedder:
     model = store.registry.get_model(version)
     if model is None:
         raise LookupError(f"model version {version} is not in the registry")
-    return _embedder_from_bytes(model["digest"], store.artifacts.get_artifact(model["artifact_id"]))
+    return embedder_from_artifact(model["digest"], store.artifacts.get_artifact(model["artifact_id"]), spec)
 
 
 def corpus(store: StateStore) -> tuple[list[int], list[str], list[str]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -23,58 +24,102 @@ class TrainConfig(dg.Config):
     dim: int | None = None
     max_features: int | None = None
     seed: int | None = None
+    train_sample: int | None = None
 
 
-def train_candidate(
-    context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
-) -> dg.MaterializeResult:
-    from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
+def _corpus_stats(store: StateStore) -> tuple[int, int]:
+    """(chunks, documents) of the current corpus, streamed."""
+    chunks = 0
+    documents: set[str] = set()
+    for page in store.documents.iter_current_chunks():
+        chunks += len(page)
+        documents.update(key for _, key, _ in page)
+    return chunks, len(documents)
 
-    revision = store.ledger.corpus_revision()
-    _, keys, texts = corpus(store)
-    if len(texts) < 2:
-        raise dg.Failure(
-            f"cannot train: the current corpus of pipeline {spec.name} has {len(texts)} chunk(s); land some "
-            f"documents in {spec.landing.uri} first",
-            allow_retries=False,
-        )
+
+def _current_texts(store: StateStore) -> Iterator[str]:
+    for page in store.documents.iter_current_chunks():
+        for _, _, text in page:
+            yield text
+
+
+def _fit_lsa(config: TrainConfig, store: StateStore, spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
+    from runtime_ops.embedders.lsa import EmbedderParams, train_embedder
+    from runtime_ops.embedders.sampling import bounded_sample
+
     e = spec.embedder
     params = EmbedderParams(
         dim=config.dim if config.dim is not None else e.dim,
         max_features=config.max_features if config.max_features is not None else e.max_features,
         seed=config.seed if config.seed is not None else e.seed,
     )
+    limit = config.train_sample if config.train_sample is not None else e.train_sample
+    sample, seen = bounded_sample(_current_texts(store), limit, seed=params.seed)
+    embedder = train_embedder(sample, params)
+    recorded = {"kind": "lsa", **params.to_dict(), "train_sample": limit}
+    return embedder.to_bytes(), recorded, embedder.dim, {"fitted_on_chunks": len(sample), "sampled_from": seen}
+
+
+def _reference(store: StateStore, spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
+    """A pretrained model is not fitted here: its candidate is its identity, checked by embedding a probe text
+    (which fails early, naming the endpoint or model, when it cannot be used)."""
+    from runtime_ops.embedders.reference import reference_bytes
+    from runtime_ops.embedders.registry import pretrained_embedder
+
+    embedder = pretrained_embedder(spec.embedder)
+    probe = embedder.embed(["runtime_ops probe: is this embedder reachable and of the declared size?"])
+    identity = embedder.identity()  # pyright: ignore[reportAttributeAccessIssue]  # pretrained kinds have it
+    if probe.shape != (1, embedder.dim):
+        raise dg.Failure(f"embedder {identity} returned shape {probe.shape} for one text", allow_retries=False)
+    return reference_bytes(identity), dict(identity), embedder.dim, {}
+
+
+def train_candidate(
+    context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
+) -> dg.MaterializeResult:
+    from runtime_ops.embedders.lsa import digest
+
+    revision = store.ledger.corpus_revision()
+    n_chunks, n_documents = _corpus_stats(store)
+    if n_chunks < 2:
+        raise dg.Failure(
+            f"cannot train: the current corpus of pipeline {spec.name} has {n_chunks} chunk(s); land some "
+            f"documents in {spec.landing.uri} first",
+            allow_retries=False,
+        )
     started = time.monotonic()
-    embedder = train_embedder(texts, params)
+    fit = _fit_lsa(config, store, spec) if spec.embedder.trainable else _reference(store, spec)
+    data, params, dim, extra = fit
     train_s = time.monotonic() - started
-    data = embedder.to_bytes()
     model_digest = digest(data)
     artifact_id = store.artifacts.put_artifact("embedder", data, model_digest)
     model, created = store.registry.register_model(
         digest=model_digest,
         artifact_id=artifact_id,
-        params=params.to_dict(),
-        n_documents=len(set(keys)),
-        n_chunks=len(texts),
+        params=params,
+        n_documents=n_documents,
+        n_chunks=n_chunks,
         corpus_revision=revision,
         run_id=context.run_id,
     )
     store.registry.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
     context.log.info(
-        f"model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
-        f"trained on {len(texts)} chunks in {train_s:.2f}s"
+        f"{spec.embedder.kind} model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
+        f"for {n_chunks} chunks in {train_s:.2f}s"
     )
     return dg.MaterializeResult(
         metadata={
             "version": dg.MetadataValue.int(model["version"]),
+            "kind": spec.embedder.kind,
             "digest": model_digest,
             "new_version": created,
-            "dim": dg.MetadataValue.int(embedder.dim),
-            "chunks": dg.MetadataValue.int(len(texts)),
-            "documents": dg.MetadataValue.int(len(set(keys))),
+            "dim": dg.MetadataValue.int(dim),
+            "chunks": dg.MetadataValue.int(n_chunks),
+            "documents": dg.MetadataValue.int(n_documents),
             "corpus_revision": dg.MetadataValue.int(revision),
             "train_seconds": dg.MetadataValue.float(round(train_s, 3)),
             "size_bytes": dg.MetadataValue.int(len(data)),
+            **{name: dg.MetadataValue.int(value) for name, value in extra.items()},
         },
         data_version=dg.DataVersion(model_digest[:16]),
     )

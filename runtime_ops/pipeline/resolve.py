@@ -6,14 +6,16 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar
 
-from runtime_ops.pipeline.attributes import PipelineAttributes
+from runtime_ops.pipeline.attributes import PipelineAttributes, SentenceTransformerAttributes
 from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
     EmbedderSpec,
     GateSpec,
     LandingSpec,
+    OpenAIEmbedderSpec,
     PipelineSpec,
+    SentenceTransformerSpec,
 )
 from runtime_ops.settings import Settings, parse_duration
 
@@ -43,6 +45,40 @@ def landing_uri(value: str | None, settings: Settings) -> str:
     return str(Path(uri).expanduser()) if uri and not uri.startswith("s3://") else (uri or settings.resolved_landing)
 
 
+def _embedder(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
+    e = attrs.embedder
+    openai = None
+    if e.openai is not None:
+        o = e.openai
+        openai = OpenAIEmbedderSpec(
+            endpoint=o.endpoint,
+            model=o.model_name,
+            dimensions=o.dimensions,
+            api_key_env=o.api_key.env if o.api_key else None,
+            batch_size=o.batch_size,
+            max_batch_chars=o.max_batch_chars,
+            concurrency=o.concurrency,
+            timeout_s=o.timeout_s,
+            send_dimensions=o.send_dimensions,
+        )
+    sentence = None
+    if e.kind == "sentence_transformers" or e.sentence_transformers is not None:
+        st = e.sentence_transformers or SentenceTransformerAttributes()
+        # A path-like model is a directory next to the defs.yaml; a bare name is an installed model package.
+        name = st.model_name
+        model = str(_relative(base_dir, name)) if ("/" in name or name.startswith(".")) else name
+        sentence = SentenceTransformerSpec(model=model, batch_size=st.batch_size)
+    return EmbedderSpec(
+        kind=e.kind,
+        dim=e.dim,
+        max_features=e.max_features,
+        seed=e.seed,
+        train_sample=e.train_sample,
+        openai=openai,
+        sentence_transformers=sentence,
+    )
+
+
 def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
     landing = attrs.landing
     approvals = attrs.approvals
@@ -62,12 +98,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             scan_max_keys=_first(landing.scan_max_keys, settings.scan_max_keys),
             max_document_bytes=_first(landing.max_document_bytes, settings.max_document_bytes),
         ),
-        embedder=EmbedderSpec(
-            kind=attrs.embedder.kind,
-            dim=attrs.embedder.dim,
-            max_features=attrs.embedder.max_features,
-            seed=attrs.embedder.seed,
-        ),
+        embedder=_embedder(attrs, base_dir),
         golden_set=_relative(base_dir, attrs.evaluation.golden_set) or settings.resolved_golden_set,
         gate=GateSpec(
             primary_metric=_first(attrs.gate.primary_metric, settings.primary_metric),

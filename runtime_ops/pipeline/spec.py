@@ -47,11 +47,56 @@ class LandingSpec:
 
 
 @dataclass(frozen=True)
+class OpenAIEmbedderSpec:
+    """An OpenAI-compatible `/v1/embeddings` endpoint; endpoint + model + dimensions identify the model version."""
+
+    endpoint: str
+    model: str
+    dimensions: int
+    # The *name* of the environment variable holding the API key (None: no key); the value is read at run time.
+    api_key_env: str | None = None
+    batch_size: int = 64
+    max_batch_chars: int = 100_000
+    concurrency: int = 4
+    timeout_s: float = 30.0
+    send_dimensions: bool = False
+
+
+@dataclass(frozen=True)
+class SentenceTransformerSpec:
+    """A sentence-transformers model from a local directory (or an installed offline model package)."""
+
+    model: str = "all-MiniLM-L6-v2"
+    batch_size: int = 64
+
+
+EMBEDDER_KINDS = ("lsa", "openai", "sentence_transformers")
+# Kinds whose "training" fits a model to the corpus; the others are pretrained and only re-registered.
+TRAINABLE_KINDS = frozenset({"lsa"})
+
+
+@dataclass(frozen=True)
 class EmbedderSpec:
     kind: str = "lsa"
+    # lsa: the model is fitted to (a bounded sample of) the corpus.
     dim: int = 128
     max_features: int = 50_000
     seed: int = 0
+    # Most chunks the lsa model is fitted on: a deterministic sample, so training memory stays flat as the corpus
+    # grows (every chunk is still embedded and evaluated).
+    train_sample: int = 50_000
+    openai: OpenAIEmbedderSpec | None = None
+    sentence_transformers: SentenceTransformerSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in EMBEDDER_KINDS:
+            raise ValueError(f"embedder kind {self.kind!r} is not one of {', '.join(EMBEDDER_KINDS)}")
+        if self.kind == "openai" and self.openai is None:
+            raise ValueError("embedder kind 'openai' needs its endpoint, model and dimensions (embedder.openai)")
+
+    @property
+    def trainable(self) -> bool:
+        return self.kind in TRAINABLE_KINDS
 
 
 @dataclass(frozen=True)
