@@ -44,7 +44,10 @@ def build_jobs(
         train=dg.define_asset_job(
             spec.qualified("train_job"),
             selection=dg.AssetSelection.assets(
-                assets["embedding_model"], assets["evaluation_report"], assets["production_model"]
+                assets["embedding_model"],
+                assets["golden_questions"],
+                assets["evaluation_report"],
+                assets["production_model"],
             )
             | serving,
             tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime},

@@ -35,6 +35,19 @@ def _page(title: str, body: str) -> str:
     )
 
 
+def _evidence(verdict: dict) -> str:
+    from runtime_ops.policies.gate_text import changed_lines, interval_text
+
+    interval = interval_text(verdict.get("interval"))
+    label = "<span class=label>Candidate minus production</span>"
+    html = f"<div id=interval>{label}{escape(interval)}</div>" if interval else ""
+    lines = changed_lines(verdict.get("changed_questions"))
+    if lines:
+        items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+        html += f"<div id=changed><span class=label>Questions whose results changed most</span><ul>{items}</ul></div>"
+    return html
+
+
 def metrics_table(candidate: dict[str, float], production: dict[str, float] | None, labels: tuple[str, str]) -> str:
     rows = []
     for name, value in candidate.items():
@@ -78,7 +91,8 @@ def evidence_page(request: dict[str, Any], report: dict[str, Any], approver: str
 <code>{escape(request["id"])}</code> · you are <b>{escape(approver)}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
 <div class="card verdict"><span class=label>Evaluation verdict</span>
-<div id=verdict>{escape((report.get("verdict") or {}).get("reason", ""))}</div></div>
+<div id=verdict>{escape((report.get("verdict") or {}).get("reason", ""))}</div>
+{_evidence(report.get("verdict") or {})}</div>
 {metrics_table(report.get("candidate_metrics") or {}, report.get("production_metrics"), (cand_label, prod_label))}
 <p class=sub>Candidate digest <code>{escape(request["candidate_digest"][:16])}…</code> (model bytes + evaluation
 report). This decision applies to exactly this candidate.</p>

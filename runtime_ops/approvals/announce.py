@@ -18,6 +18,7 @@ from runtime_ops.approvals import links
 from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
+from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore, remove_alias_compensation
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class Announcer:
             decision_reason=request.get("decision_reason"),
             metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
             verdict=(report.get("verdict") or {}).get("reason", ""),
+            interval=interval_text((report.get("verdict") or {}).get("interval")),
+            changed=changed_lines((report.get("verdict") or {}).get("changed_questions")),
             dagster_run_url=f"{self.dagster_url}/runs/{run_id}" if run_id else None,
             asset_url=f"{self.dagster_url}/assets/{request.get('pipeline') or 'demo'}/evaluation_report",
             page_url=None,

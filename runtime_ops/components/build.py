@@ -22,11 +22,19 @@ def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
     from runtime_ops.serving.assets import build_serving_assets
 
     raw_documents, document_chunks = build_document_assets(spec)
-    embedding_model, evaluation_report, production_model = build_model_assets(spec, document_chunks)
+    embedding_model, golden_questions, evaluation_report, production_model = build_model_assets(spec, document_chunks)
     serving = build_serving_assets(spec, document_chunks, production_model)
     production_evaluation, no_regression, regression_job = build_regression(spec, production_model)
     gate = build_gate_checks(spec, evaluation_report)
-    assets = [raw_documents, document_chunks, embedding_model, evaluation_report, production_model, *serving]
+    assets = [
+        raw_documents,
+        document_chunks,
+        embedding_model,
+        golden_questions,
+        evaluation_report,
+        production_model,
+        *serving,
+    ]
     by_name = {a.key.path[-1]: a for a in assets}
     jobs = build_jobs(spec, by_name, gate)
     alert_jobs = build_alert_jobs(spec)

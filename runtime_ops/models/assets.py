@@ -64,14 +64,14 @@ def _reference(store: StateStore, spec: PipelineSpec) -> tuple[bytes, dict[str, 
     """A pretrained model is not fitted here: its candidate is its identity, checked by embedding a probe text
     (which fails early, naming the endpoint or model, when it cannot be used)."""
     from runtime_ops.embedders.reference import reference_bytes
-    from runtime_ops.embedders.registry import pretrained_embedder
+    from runtime_ops.embedders.registry import pretrained_embedder, runtime_params
 
     embedder = pretrained_embedder(spec.embedder)
     probe = embedder.embed(["runtime_ops probe: is this embedder reachable and of the declared size?"])
     identity = embedder.identity()  # pyright: ignore[reportAttributeAccessIssue]  # pretrained kinds have it
     if probe.shape != (1, embedder.dim):
         raise dg.Failure(f"embedder {identity} returned shape {probe.shape} for one text", allow_retries=False)
-    return reference_bytes(identity), dict(identity), embedder.dim, {}
+    return reference_bytes(identity), {**identity, **runtime_params(spec.embedder)}, embedder.dim, {}
 
 
 def train_candidate(
@@ -122,6 +122,47 @@ def train_candidate(
             **{name: dg.MetadataValue.int(value) for name, value in extra.items()},
         },
         data_version=dg.DataVersion(model_digest[:16]),
+    )
+
+
+def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
+    from runtime_ops.models.golden import ALIAS, build_question_set, save_question_set
+
+    previous = store.registry.alias(ALIAS)
+    started = time.monotonic()
+    try:
+        qs = build_question_set(store, spec)
+    except ValueError as exc:  # a malformed reviewed set: the message names the file, line and problem
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    if len(qs.gating) < 2:
+        raise dg.Failure(
+            f"pipeline {spec.name} has {len(qs.gating)} evaluation question(s): the corpus is too small to generate "
+            "questions from (land more documents) and no reviewed golden set applies to it (evaluation.golden_set)",
+            allow_retries=False,
+        )
+    qs = save_question_set(store, qs, context.run_id)
+    for note in qs.notes:
+        context.log.info(note)
+    mix = qs.mix
+    return dg.MaterializeResult(
+        metadata={
+            "version": qs.version,
+            "changed": qs.artifact_id != previous,
+            "gating_questions": dg.MetadataValue.int(len(qs.gating)),
+            "all_questions": dg.MetadataValue.int(len(qs.questions)),
+            **{f"provenance/{method}": dg.MetadataValue.int(n) for method, n in mix.items()},
+            "notes": dg.MetadataValue.md("\n".join(f"- {n}" for n in qs.notes)),
+            "sample": dg.MetadataValue.md(
+                "| id | question | relevant | method |\n|---|---|---|---|\n"
+                + "\n".join(
+                    f"| {q.question.id} | {q.question.question[:120].replace('|', '/')} | "
+                    f"{', '.join(q.question.relevant)} | {q.provenance.get('method')} |"
+                    for q in qs.questions[:10]
+                )
+            ),
+            "seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+        },
+        data_version=dg.DataVersion(qs.version[:16]),
     )
 
 

@@ -7,6 +7,7 @@ from runtime_ops.models.assets import (
     TrainConfig,
     evaluate_candidate,
     promote,
+    question_set,
     train_candidate,
 )
 from runtime_ops.observability.steps import observed
@@ -20,11 +21,12 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         key=spec.asset_path("embedding_model"),
         deps=[document_chunks],
         group_name=spec.name,
-        kinds={"scikitlearn"},
+        kinds={"scikitlearn" if spec.embedder.kind == "lsa" else "python"},
         tags={"domain": "models"},
         retry_policy=IO_RETRY,
-        description="A candidate embedding model (TF-IDF + truncated SVD, i.e. LSA) trained on every current "
-        "chunk; versioned in the registry by the digest of its bytes, so retraining on the same corpus is a no-op.",
+        description=f"A candidate {spec.embedder.kind} embedding model: lsa is fitted on a bounded sample of the "
+        "corpus, a pretrained model (openai endpoint, sentence-transformers) is registered by its identity; "
+        "versioned by digest, so the same model twice is the same version.",
     )
     @observed
     def embedding_model(
@@ -33,14 +35,30 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         return train_candidate(context, config, state.store().scoped(spec.name), spec)
 
     @dg.asset(
-        key=spec.asset_path("evaluation_report"),
-        deps=[embedding_model],
+        key=spec.asset_path("golden_questions"),
+        deps=[document_chunks],
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "models"},
         retry_policy=IO_RETRY,
-        description="The candidate against the production model on the golden question set: recall@k, MRR, "
-        "nDCG@k as numeric metadata (plotted over versions in the UI), a markdown comparison and the verdict.",
+        description="The evaluation question set: the reviewed golden set's questions that apply to the corpus, "
+        "topped up with questions generated from the corpus (offline, deterministic) up to evaluation.min_questions; "
+        "each records its provenance; versioned by digest, so every report names the set it scored.",
+    )
+    @observed
+    def golden_questions(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return question_set(context, state.store().scoped(spec.name), spec)
+
+    @dg.asset(
+        key=spec.asset_path("evaluation_report"),
+        deps=[embedding_model, golden_questions],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        description="The candidate against the production model on the same held-out questions: recall@k, MRR, "
+        "nDCG@k as numeric metadata (plotted over versions in the UI), the paired bootstrap interval of the "
+        "difference, the questions whose results changed most, and the verdict.",
     )
     @observed
     def evaluation_report(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
@@ -62,4 +80,4 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
     ) -> dg.MaterializeResult:
         return promote(context, config, state.store().scoped(spec.name), locks.locker(), spec)
 
-    return [embedding_model, evaluation_report, production_model]
+    return [embedding_model, golden_questions, evaluation_report, production_model]

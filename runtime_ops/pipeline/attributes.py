@@ -132,9 +132,21 @@ class EmbedderAttributes(dg.Resolvable, dg.Model):
 class EvaluationAttributes(dg.Resolvable, dg.Model):
     golden_set: str | None = Field(
         default=None,
-        description="JSONL golden set (question, relevant document keys), relative to this defs.yaml. Default: "
-        "RUNTIME_OPS_GOLDEN_SET, else the demo set.",
+        description="Reviewed JSONL golden set (id, question, relevant document keys), relative to this defs.yaml; "
+        "questions whose documents are not in the corpus are left out. Default: RUNTIME_OPS_GOLDEN_SET, else the "
+        "demo set.",
     )
+    min_questions: int = Field(
+        default=200,
+        ge=10,
+        le=100_000,
+        description="When fewer reviewed questions apply to the corpus, questions generated from the corpus (offline, "
+        "deterministic) top the gating set up to this many.",
+    )
+    holdout_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        default=0.5, description="Share of the generated questions held out for gating."
+    )
+    seed: int = Field(default=0, ge=0, description="Seed of question generation and of the bootstrap.")
 
 
 class GateAttributes(dg.Resolvable, dg.Model):
@@ -144,13 +156,18 @@ class GateAttributes(dg.Resolvable, dg.Model):
     )
     auto_approve_margin: Fraction | None = Field(
         default=None,
-        description="Auto-approve when the candidate beats production by this much. Default: "
+        description="Auto-approve when the interval's lower bound clears this margin. Default: "
         "RUNTIME_OPS_AUTO_APPROVE_MARGIN (0.02).",
     )
     max_regression: Fraction | None = Field(
         default=None,
-        description="meets_policy fails past this regression. Default: RUNTIME_OPS_MAX_REGRESSION (0.05).",
+        description="meets_policy fails when the whole interval lies below minus this. Default: "
+        "RUNTIME_OPS_MAX_REGRESSION (0.05).",
     )
+    confidence: Annotated[float, Field(ge=0.5, lt=1.0)] = Field(
+        default=0.95, description="Confidence of the paired bootstrap interval of candidate - production."
+    )
+    resamples: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples.")
 
 
 class ApprovalAttributes(dg.Resolvable, dg.Model):

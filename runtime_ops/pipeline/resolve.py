@@ -11,6 +11,7 @@ from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
     EmbedderSpec,
+    EvaluationSpec,
     GateSpec,
     LandingSpec,
     OpenAIEmbedderSpec,
@@ -104,6 +105,13 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             primary_metric=_first(attrs.gate.primary_metric, settings.primary_metric),
             auto_approve_margin=_first(attrs.gate.auto_approve_margin, settings.auto_approve_margin),
             max_regression=_first(attrs.gate.max_regression, settings.max_regression),
+            confidence=attrs.gate.confidence,
+            resamples=attrs.gate.resamples,
+        ),
+        evaluation=EvaluationSpec(
+            min_questions=attrs.evaluation.min_questions,
+            holdout_fraction=attrs.evaluation.holdout_fraction,
+            seed=attrs.evaluation.seed,
         ),
         approvals=ApprovalSpec(
             approvers=tuple(_first(approvals.approvers, list(settings.approvers))),

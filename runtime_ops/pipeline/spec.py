@@ -104,6 +104,20 @@ class GateSpec:
     primary_metric: str = "ndcg@5"
     auto_approve_margin: float = 0.02
     max_regression: float = 0.05
+    # The paired bootstrap interval of candidate - production the margins are compared with.
+    confidence: float = 0.95
+    resamples: int = 2000
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """How the evaluation question set is made: the reviewed golden set, topped up with questions generated
+    from the corpus until `min_questions` of them can gate."""
+
+    min_questions: int = 200
+    # Of the generated questions, the share held out for gating (the rest may train a fine-tuned model).
+    holdout_fraction: float = 0.5
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,7 @@ class PipelineSpec:
     description: str = ""
     embedder: EmbedderSpec = field(default_factory=EmbedderSpec)
     gate: GateSpec = field(default_factory=GateSpec)
+    evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     approvals: ApprovalSpec = field(default_factory=ApprovalSpec)
     answers: AnswersSpec = field(default_factory=AnswersSpec)
     retrain_cron: str | None = "0 3 * * *"

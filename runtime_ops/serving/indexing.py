@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
 from runtime_ops.store import StateStore
@@ -18,13 +19,19 @@ from runtime_ops.store import StateStore
 EMBED_BATCH = 256
 
 
-def embed_missing(store: StateStore, version: int, log: Callable[[str], None] = lambda _: None) -> int:
+def embed_missing(
+    store: StateStore,
+    version: int,
+    log: Callable[[str], None] = lambda _: None,
+    *,
+    embedder: TextEmbedder | None = None,
+) -> int:
     """Embed every current chunk that has no vector for `version`; returns how many were written.
 
     Each batch is committed as it is written and a chunk already embedded is never written again, so a run
     killed half-way resumes where it stopped and embeds nothing twice.
     """
-    embedder = load_embedder(store, version)
+    embedder = embedder or load_embedder(store, version)
     counts = store.embeddings.embedding_counts(version)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0
@@ -67,8 +74,7 @@ def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltInd
             f"{counts['current_chunks'] - len(ids)} current chunks have no embedding for model v{version}; "
             "embed them first (document_embeddings)"
         )
-    dim = load_embedder(store, version).dim
-    matrix = np.vstack(vecs).astype("<f4") if vecs else np.zeros((0, dim), dtype="<f4")
+    matrix = np.vstack(vecs).astype("<f4") if vecs else np.zeros((0, load_embedder(store, version).dim), dtype="<f4")
     data = RetrievalIndex(np.asarray(ids, dtype="<i8"), matrix).to_bytes()
     index_digest = digest(data)
     current = store.indexes.current_index()

@@ -17,6 +17,8 @@ from runtime_ops.store.scope import Repository, row_dict
 _M, _AL, _H = t.model_versions, t.aliases, t.alias_history
 # Aliases whose target is a retrieval index id; every other alias points at a model version.
 INDEX_ALIASES = frozenset({"retrieval_index"})
+# Aliases that point at an artifact id (e.g. the current evaluation question set).
+ARTIFACT_ALIASES = frozenset({"question_set"})
 
 
 class AliasConflict(RuntimeError):
@@ -34,6 +36,8 @@ def _alias_row(conn: Connection, pipeline: str, name: str) -> Any:
 
 
 def _check_target(conn: Connection, pipeline: str, name: str, target: int) -> None:
+    if name in ARTIFACT_ALIASES:
+        return  # artifacts are content-addressed and shared: any pipeline may point at one
     if name in INDEX_ALIASES:
         table, key, what = t.retrieval_indexes, t.retrieval_indexes.c.id, "retrieval index"
     else:

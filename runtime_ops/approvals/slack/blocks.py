@@ -64,6 +64,8 @@ class RequestView:
     decision_reason: str | None = None
     metrics: list[tuple[str, float, float | None]] = field(default_factory=list)  # name, candidate, production
     verdict: str = ""
+    interval: str = ""  # the paired bootstrap interval of candidate - production, as text
+    changed: list[str] = field(default_factory=list)  # questions whose top results changed most
     dagster_run_url: str | None = None
     asset_url: str | None = None
     page_url: str | None = None  # signed evidence/decision page, optional
@@ -199,6 +201,18 @@ def _actions_block(view: RequestView) -> dict[str, Any]:
     }
 
 
+def _evidence_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """The interval the gate judged and the questions whose results changed most (a shadow read of both models)."""
+    parts = []
+    if view.interval:
+        parts.append(f"*Candidate minus production:* {escape(view.interval)}")
+    if view.changed:
+        parts.append("*Changed most:*\n" + "\n".join(f"• {escape(truncate(line, 300))}" for line in view.changed))
+    if not parts:
+        return []
+    return [{"type": "section", "block_id": "evidence", "text": mrkdwn("\n".join(parts), MAX_SECTION_TEXT)}]
+
+
 def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     """The Block Kit message for an approval request; buttons only while it is pending."""
     prod = f"production {version_label(view.production_version)}" if view.production_version is not None else None
@@ -213,6 +227,7 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
         {"type": "header", "text": plain(_title(view), MAX_HEADER_TEXT)},
         {"type": "section", "text": mrkdwn(intro + verdict, MAX_SECTION_TEXT)},
         {"type": "section", "text": {"type": "mrkdwn", "text": _metrics_table(view.metrics, MAX_SECTION_TEXT)}},
+        *_evidence_blocks(view),
         {"type": "section", "block_id": "outcome", "text": mrkdwn(outcome_text(view), MAX_SECTION_TEXT)},
     ]
 

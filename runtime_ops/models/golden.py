@@ -1,0 +1,144 @@
+"""The evaluation question set of a pipeline: reviewed questions, topped up with ones generated from the corpus.
+
+Glue over the store (no Dagster): the set is built in one streaming pass over the current chunks, stored as a
+content-addressed JSONL artifact (its sha256 is the set's version) and pointed at by the `question_set` alias,
+so every evaluation report names the exact set it scored and a changed set is a new version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runtime_ops.models.evaluation import GoldenQuestion, evaluable, load_golden_set
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.store import StateStore
+
+ALIAS = "question_set"
+_KIND = "question_set"
+
+
+@dataclass(frozen=True)
+class SetQuestion:
+    question: GoldenQuestion
+    provenance: dict[str, str | int]
+    gating: bool  # held out for the gate (reviewed questions always are)
+
+
+@dataclass
+class QuestionSet:
+    questions: list[SetQuestion]
+    version: str = ""
+    artifact_id: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gating(self) -> list[GoldenQuestion]:
+        return [q.question for q in self.questions if q.gating]
+
+    @property
+    def mix(self) -> dict[str, int]:
+        """How many gating questions each method contributed ("reviewed", "inverse_cloze", "heading", ...)."""
+        counts: dict[str, int] = {}
+        for q in self.questions:
+            if q.gating:
+                method = str(q.provenance.get("method", "unknown"))
+                counts[method] = counts.get(method, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def to_bytes(self) -> bytes:
+        lines = [
+            json.dumps(
+                {
+                    "id": q.question.id,
+                    "question": q.question.question,
+                    "relevant": list(q.question.relevant),
+                    "provenance": q.provenance,
+                    "gating": q.gating,
+                },
+                sort_keys=True,
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            for q in sorted(self.questions, key=lambda q: q.question.id)
+        ]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, artifact_id: int | None = None) -> QuestionSet:
+        questions = []
+        for line in data.decode("utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                questions.append(
+                    SetQuestion(
+                        GoldenQuestion(r["id"], r["question"], tuple(r["relevant"])), r["provenance"], r["gating"]
+                    )
+                )
+        return cls(questions, hashlib.sha256(data).hexdigest(), artifact_id)
+
+
+def _chunks(store: StateStore) -> Iterator[tuple[int, str, str]]:
+    for page in store.documents.iter_current_chunks():
+        yield from page
+
+
+def _reviewed(spec: PipelineSpec, keys: set[str], notes: list[str]) -> list[GoldenQuestion]:
+    path = Path(spec.golden_set) if spec.golden_set else None
+    if path is None or not path.exists():
+        if path is not None:
+            notes.append(f"no reviewed golden set at {path}")
+        return []
+    questions = evaluable(load_golden_set(path), keys)
+    notes.append(f"{len(questions)} reviewed question(s) of {path} apply to this corpus")
+    return questions
+
+
+def build_question_set(store: StateStore, spec: PipelineSpec) -> QuestionSet:
+    """Reviewed questions that apply to the corpus, then generated ones (held out for gating by a stable split)
+    until `evaluation.min_questions` gate. Deterministic for a corpus, golden set and seed."""
+    from runtime_ops.models.questions import generate_questions, split_holdout
+
+    ev = spec.evaluation
+    keys: set[str] = set()
+    for page in store.documents.iter_current_chunks():
+        keys.update(key for _, key, _ in page)
+    notes: list[str] = []
+    reviewed = _reviewed(spec, keys, notes)
+    out = [SetQuestion(q, {"method": "reviewed"}, True) for q in reviewed]
+    missing = ev.min_questions - len(reviewed)
+    if missing > 0:
+        # Generate enough that the held-out share alone tops the gating set up.
+        wanted = int(missing / ev.holdout_fraction) + 1
+        generated = generate_questions(_chunks(store), n=wanted, seed=ev.seed)
+        train, holdout = split_holdout(generated, fraction=ev.holdout_fraction, seed=ev.seed)
+        held = {q.id for q in holdout}
+        for q in generated:
+            gq = GoldenQuestion(q.id, q.question, tuple(q.relevant))
+            out.append(SetQuestion(gq, dict(q.provenance), q.id in held))
+        notes.append(f"generated {len(generated)} question(s) from the corpus: {len(holdout)} held out for gating")
+        del train
+    qs = QuestionSet(out, notes=notes)
+    qs.version = hashlib.sha256(qs.to_bytes()).hexdigest()
+    return qs
+
+
+def save_question_set(store: StateStore, qs: QuestionSet, run_id: str | None) -> QuestionSet:
+    data = qs.to_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    artifact_id = store.artifacts.put_artifact(_KIND, data, digest)
+    if store.registry.alias(ALIAS) != artifact_id:
+        store.registry.set_alias(ALIAS, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
+    qs.version, qs.artifact_id = digest, artifact_id
+    return qs
+
+
+def current_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None = None) -> QuestionSet:
+    """The set `golden_questions` last stored; built (and stored) now when there is none yet."""
+    artifact_id = store.registry.alias(ALIAS)
+    if artifact_id is not None:
+        return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
+    return save_question_set(store, build_question_set(store, spec), run_id)

@@ -1,0 +1,91 @@
+"""Scoring a model on the question set in bounded memory (glue over the store, no Dagster).
+
+The corpus is streamed page by page: the candidate embeds each page and the page's vectors are folded into a
+`StreamingRanker` (best score per question and document) and dropped, so memory grows with questions x
+documents, never with chunks x dimensions. The production model is not re-embedded: its vectors are already
+stored for serving and are read back the same way (any chunk not yet embedded is embedded and stored first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_ops.embedders.base import TextEmbedder
+from runtime_ops.models.evaluation import GoldenQuestion
+from runtime_ops.store import StateStore
+
+PAGE = 2048
+KS = (1, 5, 10)
+
+
+@dataclass
+class Scored:
+    questions: list[GoldenQuestion]  # the questions whose relevant documents are in the corpus
+    ranked: list[list[str]]  # top documents per question, same order
+    per_question: dict[str, np.ndarray]  # metric -> value per question
+    chunks: int
+
+    @property
+    def means(self) -> dict[str, float]:
+        out = {name: float(values.mean()) for name, values in self.per_question.items()}
+        out["questions"] = float(len(self.questions))
+        return out
+
+
+def _candidate_pages(store: StateStore, embedder: TextEmbedder) -> Iterator[tuple[list[str], np.ndarray]]:
+    for page in store.documents.iter_current_chunks(batch_size=PAGE):
+        yield [key for _, key, _ in page], embedder.embed([text for _, _, text in page])
+
+
+def _stored_pages(store: StateStore, version: int, dim: int) -> Iterator[tuple[list[str], np.ndarray]]:
+    for page in store.embeddings.iter_current_embeddings(version, batch_size=PAGE):
+        vectors = np.frombuffer(b"".join(raw for _, _, raw in page), dtype="<f4").reshape(len(page), dim)
+        yield [key for _, key, _ in page], vectors
+
+
+def score_pages(
+    pages: Iterator[tuple[list[str], np.ndarray]],
+    query_vecs: np.ndarray,
+    questions: Sequence[GoldenQuestion],
+    ks: Sequence[int] = KS,
+) -> Scored:
+    from runtime_ops.models.evaluation import StreamingRanker, per_question_metrics
+
+    ranker = StreamingRanker(query_vecs, top_k=max(ks))
+    seen: set[str] = set()
+    chunks = 0
+    for keys, vectors in pages:
+        ranker.add(vectors, keys)
+        seen.update(keys)
+        chunks += len(keys)
+    ranked = ranker.ranked()
+    kept = [i for i, q in enumerate(questions) if any(key in seen for key in q.relevant)]
+    selected = [questions[i] for i in kept]
+    narrowed = [tuple(k for k in q.relevant if k in seen) for q in selected]
+    if not selected:
+        raise ValueError(f"none of the {len(questions)} evaluation questions has a relevant document in the corpus")
+    kept_ranked = [ranked[i] for i in kept]
+    return Scored(selected, kept_ranked, per_question_metrics(kept_ranked, narrowed, ks), chunks)
+
+
+def score_candidate(store: StateStore, embedder: TextEmbedder, questions: Sequence[GoldenQuestion]) -> Scored:
+    query_vecs = embedder.embed([q.question for q in questions])
+    return score_pages(_candidate_pages(store, embedder), query_vecs, questions)
+
+
+def score_stored(
+    store: StateStore,
+    version: int,
+    embedder: TextEmbedder,
+    questions: Sequence[GoldenQuestion],
+    log: Callable[[str], None] = lambda _: None,
+) -> Scored:
+    """Score `version` from its stored vectors (embedding, and storing, only the chunks it has none for)."""
+    from runtime_ops.serving.indexing import embed_missing
+
+    embed_missing(store, version, log, embedder=embedder)
+    query_vecs = embedder.embed([q.question for q in questions])
+    return score_pages(_stored_pages(store, version, embedder.dim), query_vecs, questions)
