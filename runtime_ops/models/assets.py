@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from runtime_ops.embedders.registry import corpus, load_embedder
+from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
 from runtime_ops.store import StateStore
 
 if TYPE_CHECKING:
     from runtime_ops.locks.base import Locker
-    from runtime_ops.models.evaluation import GoldenQuestion
     from runtime_ops.policies.gate import GatePolicy
 
 
@@ -169,8 +168,10 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
 def evaluate_candidate(
     context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
-    from runtime_ops.models.evaluation import comparison_markdown, evaluate_embedder
-    from runtime_ops.policies.gate import candidate_digest, judge, report_digest
+    from runtime_ops.models.evaluation import comparison_markdown
+    from runtime_ops.models.golden import current_question_set
+    from runtime_ops.models.scoring import score_candidate, score_stored
+    from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, paired_bootstrap, report_digest
 
     gate = spec.gate
     candidate_version = store.registry.alias("candidate")
@@ -179,24 +180,56 @@ def evaluate_candidate(
     production_version = store.registry.alias("production")
     candidate = store.registry.get_model(candidate_version)
     assert candidate is not None
-    keys, texts, questions = golden_inputs(store, str(spec.golden_set))
-    cand_metrics = evaluate_embedder(load_embedder(store, candidate_version), texts, keys, questions)
-    prod_metrics = None
-    if production_version is not None:
-        prod_metrics = evaluate_embedder(load_embedder(store, production_version), texts, keys, questions)
+    qs = current_question_set(store, spec, context.run_id)
+    questions = qs.gating
+    started = time.monotonic()
+    try:
+        cand = score_candidate(store, load_embedder(store, candidate_version, spec.embedder), questions)
+        prod = None
+        if production_version is not None:
+            # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
+            prod = score_stored(
+                store, production_version, load_embedder(store, production_version, spec.embedder), questions
+            )
+    except ValueError as exc:
+        raise dg.Failure(
+            f"{exc}: the question set {qs.version[:12]} no longer fits the corpus; rematerialize golden_questions",
+            allow_retries=False,
+        ) from None
+    eval_s = time.monotonic() - started
+    cand_metrics = cand.means
+    prod_metrics = prod.means if prod is not None else None
+    policy = gate_policy(gate)
+    interval = None
+    changed: list[dict[str, Any]] = []
+    if prod is not None and production_version != candidate_version:
+        interval = paired_bootstrap(
+            cand.per_question[gate.primary_metric],
+            prod.per_question[gate.primary_metric],
+            resamples=policy.resamples,
+            confidence=policy.confidence,
+            seed=spec.evaluation.seed,
+        )
+        changed = changed_questions(cand.ranked, prod.ranked, cand.questions)
     verdict = judge(
         cand_metrics,
         prod_metrics,
-        gate_policy(gate),
+        policy,
+        interval=interval,
         candidate_is_production=production_version == candidate_version,
     )
+    interval_dict = verdict.interval.to_dict() if verdict.interval is not None else None
+    if interval_dict is not None:
+        interval_dict["metric"] = gate.primary_metric
     report = {
         "candidate_version": candidate_version,
         "candidate_model_digest": candidate["digest"],
         "production_version": production_version,
         "candidate_metrics": cand_metrics,
         "production_metrics": prod_metrics,
-        "questions": [q.id for q in questions],
+        "questions": [q.id for q in cand.questions],
+        "question_set": qs.version,
+        "interval": interval_dict,
         "corpus_revision": store.ledger.corpus_revision(),
     }
     r_digest = report_digest(report)
@@ -207,12 +240,17 @@ def evaluate_candidate(
         candidate_label=f"candidate v{candidate_version}",
         production_label=f"production v{production_version}" if production_version else "production (none)",
     )
+    markdown += _evidence_markdown(qs.version, qs.mix, interval_dict, changed)
     verdict_dict = {
         "meets_policy": verdict.meets_policy,
         "auto_approve": verdict.auto_approve,
         "reason": verdict.reason,
         "delta": verdict.delta,
         "primary_metric": gate.primary_metric,
+        "interval": interval_dict,
+        "changed_questions": changed,
+        "question_set": qs.version,
+        "provenance": qs.mix,
     }
     row = store.evaluations.record_eval_report(
         candidate_version=candidate_version,
@@ -232,18 +270,41 @@ def evaluate_candidate(
         metadata.update({f"production/{n}": dg.MetadataValue.float(float(v)) for n, v in prod_metrics.items()})
     if verdict.delta is not None:
         metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(float(verdict.delta))
+    if interval_dict is not None:
+        metadata[f"ci_low/{gate.primary_metric}"] = dg.MetadataValue.float(float(interval_dict["low"]))
+        metadata[f"ci_high/{gate.primary_metric}"] = dg.MetadataValue.float(float(interval_dict["high"]))
     metadata.update(
         {
             "report_id": dg.MetadataValue.int(row["id"]),
             "candidate_version": dg.MetadataValue.int(candidate_version),
             "production_version": dg.MetadataValue.int(production_version or 0),
             "candidate_digest": c_digest,
+            "question_set": qs.version,
+            **{f"provenance/{m}": dg.MetadataValue.int(n) for m, n in qs.mix.items()},
             "verdict": verdict.reason,
+            "evaluation_seconds": dg.MetadataValue.float(round(eval_s, 3)),
+            "chunks": dg.MetadataValue.int(cand.chunks),
             "comparison": dg.MetadataValue.md(markdown),
             "history": dg.MetadataValue.md(_history(store, candidate_version, production_version)),
         }
     )
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
+
+
+def _evidence_markdown(
+    version: str, mix: dict[str, int], interval: dict[str, Any] | None, changed: list[dict[str, Any]]
+) -> str:
+    from runtime_ops.policies.gate_text import changed_lines, interval_text
+
+    provenance = ", ".join(f"{n} {method}" for method, n in mix.items())
+    lines = ["", f"Question set `{version[:12]}`: {provenance}."]
+    if interval:
+        lines.append(f"Candidate minus production: {interval_text(interval)}.")
+    if changed:
+        lines.append("")
+        lines.append("Questions whose top results changed most:")
+        lines.extend(f"- {line.replace('|', '/')}" for line in changed_lines(changed))
+    return "\n".join(lines) + "\n"
 
 
 def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (numpy)
@@ -253,26 +314,9 @@ def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (nump
         primary_metric=gate.primary_metric,
         auto_approve_margin=gate.auto_approve_margin,
         max_regression=gate.max_regression,
+        confidence=gate.confidence,
+        resamples=gate.resamples,
     )
-
-
-def golden_inputs(store: StateStore, golden_set: str) -> tuple[list[str], list[str], list[GoldenQuestion]]:
-    """The current corpus (chunk keys and texts) and the golden questions it can answer; a Failure that names
-    the golden set and the fix when it can answer none."""
-    from pathlib import Path
-
-    from runtime_ops.models.evaluation import evaluable, load_golden_set
-
-    _, keys, texts = corpus(store)
-    questions = evaluable(load_golden_set(Path(golden_set)), set(keys))
-    if not questions:
-        raise dg.Failure(
-            f"none of the golden questions in {golden_set} has a relevant document in the current corpus; "
-            "land the documents the golden set refers to, or set evaluation.golden_set in the pipeline's defs.yaml "
-            "(RUNTIME_OPS_GOLDEN_SET) to a matching set",
-            allow_retries=False,
-        )
-    return keys, texts, questions
 
 
 def _history(store: StateStore, candidate_version: int, production_version: int | None) -> str:

@@ -7,7 +7,6 @@ import dagster as dg
 
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.jobs import AssetJob
-from runtime_ops.models.assets import golden_inputs
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
@@ -26,17 +25,23 @@ def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
 
 
 def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
-    from runtime_ops.models.evaluation import evaluate_embedder
+    from runtime_ops.models.golden import current_question_set
+    from runtime_ops.models.scoring import score_stored
 
     version = store.registry.alias("production")
     if version is None:
         raise dg.Failure("no production model to evaluate", allow_retries=False)
-    keys, texts, questions = golden_inputs(store, str(spec.golden_set))
-    metrics = evaluate_embedder(load_embedder(store, version), texts, keys, questions)
+    qs = current_question_set(store, spec)
+    try:
+        scored = score_stored(store, version, load_embedder(store, version, spec.embedder), qs.gating)
+    except ValueError as exc:
+        raise dg.Failure(f"{exc}; rematerialize golden_questions", allow_retries=False) from None
+    metrics = scored.means
     baseline = _promoted_with(store, version) or {}
     metadata: dict[str, Any] = {name: dg.MetadataValue.float(float(v)) for name, v in metrics.items()}
     metadata["model_version"] = dg.MetadataValue.int(version)
     metadata["corpus_revision"] = dg.MetadataValue.int(store.ledger.corpus_revision())
+    metadata["question_set"] = qs.version
     primary = spec.gate.primary_metric
     if primary in baseline and primary in metrics:
         metadata[f"promoted_with/{primary}"] = dg.MetadataValue.float(float(baseline[primary]))
