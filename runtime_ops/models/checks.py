@@ -8,6 +8,7 @@ from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.resources.state import StateStoreResource
 
 if TYPE_CHECKING:
@@ -33,10 +34,29 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         if report is None:
             return dg.AssetCheckResult(passed=False, description="no evaluation report yet")
         verdict = report["verdict"]
+        metadata: dict[str, dg.MetadataValue | str | int] = {
+            "candidate_version": report["candidate_version"],
+            "reason": verdict["reason"],
+        }
+        interval = verdict.get("interval")
+        if interval:
+            metadata.update(
+                {
+                    "ci_low": dg.MetadataValue.float(float(interval["low"])),
+                    "ci_high": dg.MetadataValue.float(float(interval["high"])),
+                    "mean_delta": dg.MetadataValue.float(float(interval["mean_delta"])),
+                    "confidence": dg.MetadataValue.float(float(interval["confidence"])),
+                    "questions": dg.MetadataValue.int(int(interval["n"])),
+                }
+            )
+        if verdict.get("changed_questions"):
+            metadata["changed_most"] = dg.MetadataValue.md(
+                "\n".join(f"- {line}" for line in changed_lines(verdict["changed_questions"]))
+            )
+        if verdict.get("question_set"):
+            metadata["question_set"] = verdict["question_set"]
         return dg.AssetCheckResult(
-            passed=bool(verdict["meets_policy"]),
-            description=verdict["reason"],
-            metadata={"candidate_version": report["candidate_version"], "reason": verdict["reason"]},
+            passed=bool(verdict["meets_policy"]), description=verdict["reason"], metadata=metadata
         )
 
     @dg.asset_check(
