@@ -11,10 +11,10 @@ import random
 from pathlib import Path
 
 _SYLLABLES = ["ka", "zu", "mo", "ri", "te", "vo", "lan", "qui", "so", "ne", "dra", "pel", "xi", "bor", "fa", "gu"]
-_FILLER = (
+_FILLER = tuple(
     "the team noted that this unit keeps working during the quarterly review and every operator agreed "
-    "with the plan after some discussion about schedules budgets and the usual maintenance window"
-).split()
+    "with the plan after some discussion about schedules budgets and the usual maintenance window".split(" ")
+)
 
 
 def _word(rng: random.Random) -> str:
