@@ -12,8 +12,38 @@ from pathlib import Path
 
 _SYLLABLES = ["ka", "zu", "mo", "ri", "te", "vo", "lan", "qui", "so", "ne", "dra", "pel", "xi", "bor", "fa", "gu"]
 _FILLER = tuple(
-    "the team noted that this unit keeps working during the quarterly review and every operator agreed "
-    "with the plan after some discussion about schedules budgets and the usual maintenance window".split(" ")
+    [
+        "the",
+        "team",
+        "noted",
+        "that",
+        "this",
+        "unit",
+        "keeps",
+        "working",
+        "during",
+        "the",
+        "quarterly",
+        "review",
+        "and",
+        "every",
+        "operator",
+        "agreed",
+        "with",
+        "the",
+        "plan",
+        "after",
+        "some",
+        "discussion",
+        "about",
+        "schedules",
+        "budgets",
+        "and",
+        "the",
+        "usual",
+        "maintenance",
+        "window",
+    ]
 )
 
 
