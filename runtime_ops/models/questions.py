@@ -114,7 +114,8 @@ def generate_questions(
     """Up to `n` questions from `(chunk_id, doc_key, text)` triples, in key order (see the module doc).
 
     Chunks shorter than `min_chunk_chars` (after stripping) or without a usable sentence/heading are
-    skipped. Fewer than `n` questions come back when the corpus has fewer usable, unambiguous ones.
+    skipped. Fewer than `n` questions come back when the corpus has fewer usable, unambiguous ones,
+    or (rarely) when more than `n + 16` of the `2n + 16` smallest keys kept are ambiguous.
     Question ids are ``gen-<method>-<chunk sha256 prefix>``: stable for a chunk text and method.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:

@@ -226,3 +226,18 @@ def test_provenance_mix_and_combine() -> None:
     assert len(combine(reviewed, generated, min_questions=2)) == 3
     with pytest.raises(ValueError):
         combine(reviewed, generated, min_questions=-1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bounded_selection_matches_an_unbounded_one_with_duplicates_and_shuffles(seed: int) -> None:
+    # Chunks copied between documents (ambiguous) and within one (kept once), in random order:
+    # the bounded heap must still pick the n smallest-key unambiguous questions.
+    rng = random.Random(seed)
+    corpus = _corpus(range(40))
+    copies = [(10_000 + i, f"doc-{rng.randrange(40)}", rng.choice(corpus)[2]) for i in range(60)]
+    rows = corpus + copies
+    rng.shuffle(rows)
+    unbounded = generate_questions(rows, n=10_000, seed=seed)
+    for n in (1, 4, 15):
+        assert generate_questions(rows, n=n, seed=seed) == unbounded[:n]
+        rng.shuffle(rows)
