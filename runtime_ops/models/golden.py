@@ -111,16 +111,22 @@ def build_question_set(store: StateStore, spec: PipelineSpec) -> QuestionSet:
     out = [SetQuestion(q, {"method": "reviewed"}, True) for q in reviewed]
     missing = ev.min_questions - len(reviewed)
     if missing > 0:
-        # Generate enough that the held-out share alone tops the gating set up.
-        wanted = int(missing / ev.holdout_fraction) + 1
+        # Generate with room to spare so the held-out share alone tops the gating set up (the split is a hash,
+        # so its share is only about `holdout_fraction`); generation keeps a prefix property, so extra questions
+        # never change which ones come first.
+        wanted = int(missing / ev.holdout_fraction * 1.5) + 20
         generated = generate_questions(_chunks(store), n=wanted, seed=ev.seed)
         train, holdout = split_holdout(generated, fraction=ev.holdout_fraction, seed=ev.seed)
-        held = {q.id for q in holdout}
+        held = {q.id for q in holdout[:missing]}
+        spare = {q.id for q in holdout[missing:]}
         for q in generated:
-            gq = GoldenQuestion(q.id, q.question, tuple(q.relevant))
-            out.append(SetQuestion(gq, dict(q.provenance), q.id in held))
-        notes.append(f"generated {len(generated)} question(s) from the corpus: {len(holdout)} held out for gating")
-        del train
+            if q.id not in spare:
+                gq = GoldenQuestion(q.id, q.question, tuple(q.relevant))
+                out.append(SetQuestion(gq, dict(q.provenance), q.id in held))
+        notes.append(
+            f"generated {len(generated)} question(s) from the corpus: {len(held)} held out for gating, "
+            f"{len(train)} for training"
+        )
     qs = QuestionSet(out, notes=notes)
     qs.version = hashlib.sha256(qs.to_bytes()).hexdigest()
     return qs
