@@ -23,6 +23,7 @@ import httpx
 
 from runtime_ops.http.client import EndpointError, call_with_retries
 from runtime_ops.http.retry import Backoff, InvalidResponse
+from runtime_ops.http.urls import public_url
 
 __all__ = ["SYSTEM_PROMPT", "ChatEndpoint", "EndpointError", "build_messages", "chat_completions_url"]
 
@@ -43,20 +44,6 @@ def chat_completions_url(url: str) -> str:
     if not path.endswith(_SUFFIX):
         path += _SUFFIX
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def public_url(url: str) -> str:
-    """`url` fit for messages and logs: no user:password, query string or fragment."""
-    parts = urlsplit(url.strip())
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{host}:{port}" if port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def build_messages(question: str, passages: Sequence[str]) -> list[dict[str, str]]:
