@@ -35,7 +35,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 HOST = "127.0.0.1"
 CHAT_PATH = "/chat/completions"
@@ -220,7 +220,7 @@ class FaultServer:
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
 
     # lifecycle ---------------------------------------------------------------------------------------------
-    def start(self) -> FaultServer:
+    def start(self) -> Self:
         if self._server is not None:
             return self
         self._stopping.clear()
@@ -242,7 +242,7 @@ class FaultServer:
         self._server = None
         self._thread = None
 
-    def __enter__(self) -> FaultServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
