@@ -17,7 +17,9 @@ empty it uses `server.default` (`ok()` unless set). Other paths get 404. Behavio
   (it then announces the whole body and closes the connection early);
 - `reset()`: read the request, then close the socket abruptly with no response (SO_LINGER 0 -> TCP RST).
 
-Every request is recorded (`server.requests`) with its monotonic arrival time, path, headers and body.
+Every request is recorded (`server.requests`) with its monotonic arrival time, path, headers and body;
+`server.max_in_flight` is the most requests handled at once. Subclasses serve another API by overriding
+`routes` and `reply()` (the 200 body of `ok` and of behaviour kinds they add), e.g. `EmbeddingsServer`.
 The server runs on 127.0.0.1, port 0, in a daemon thread; `stop()` (or leaving the `with`) shuts it down.
 """
 
@@ -33,7 +35,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar, Self
 
 HOST = "127.0.0.1"
 CHAT_PATH = "/chat/completions"
@@ -42,7 +44,7 @@ ROUTES = frozenset({"/v1" + CHAT_PATH, CHAT_PATH})
 
 @dataclass(frozen=True)
 class Behaviour:
-    kind: str  # "ok" | "status" | "slow" | "truncated" | "reset"
+    kind: str  # "ok" | "status" | "slow" | "truncated" | "reset" | a kind a subclass's reply() knows
     text: str = "stub answer [1]"
     code: int = 200
     retry_after: str | None = None
@@ -122,27 +124,28 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw
         path = self.path.split("?", 1)[0]
-        routed = self.command == "POST" and path.rstrip("/") in ROUTES
-        behaviour = self.server.owner._take(routed, arrived, self.command, self.path, dict(self.headers), body)
-        if behaviour is None:
-            self._send_json(404, {"error": {"message": f"no route {self.command} {path}", "type": "not_found"}})
-            return
-        self._apply(behaviour, body)
+        owner = self.server.owner
+        routed = self.command == "POST" and path.rstrip("/") in owner.routes
+        behaviour = owner._take(routed, arrived, self.command, self.path, dict(self.headers), body)
+        try:
+            if behaviour is None:
+                self._send_json(404, {"error": {"message": f"no route {self.command} {path}", "type": "not_found"}})
+                return
+            self._apply(behaviour, body)
+        finally:
+            owner._done()
 
     def _apply(self, behaviour: Behaviour, request: Any) -> None:
-        model = request.get("model", "fault-server") if isinstance(request, dict) else "fault-server"
         if behaviour.kind == "slow":
             if self.server.owner._stopping.wait(behaviour.seconds):
                 return self._abort()
             assert behaviour.then is not None
             return self._apply(behaviour.then, request)
-        if behaviour.kind == "ok":
-            return self._send_json(200, completion_body(behaviour.text, model))
         if behaviour.kind == "status":
             extra = {"Retry-After": behaviour.retry_after} if behaviour.retry_after is not None else {}
             return self._send_json(behaviour.code, behaviour.body, extra)
         if behaviour.kind == "truncated":
-            full = json.dumps(completion_body("this answer is cut off", model)).encode()
+            full = json.dumps(self.server.owner.reply(ok("this answer is cut off"), request)).encode()
             cut = full[: len(full) // 2]
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -156,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if behaviour.kind == "reset":
             return self._abort()
-        raise AssertionError(f"unknown behaviour {behaviour.kind!r}")
+        return self._send_json(200, self.server.owner.reply(behaviour, request))  # "ok" and subclass kinds
 
     def _send_json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -203,8 +206,13 @@ class _Server(ThreadingHTTPServer):
 class FaultServer:
     """A scriptable chat-completions server on 127.0.0.1 (see the module docstring)."""
 
+    routes: ClassVar[frozenset[str]] = ROUTES
+    name: ClassVar[str] = "fault-server"
+
     default: Behaviour = field(default_factory=ok)
     requests: list[Request] = field(default_factory=list, init=False)
+    in_flight: int = field(default=0, init=False)
+    max_in_flight: int = field(default=0, init=False)
     _queue: deque[Behaviour] = field(default_factory=deque, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
@@ -212,13 +220,13 @@ class FaultServer:
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
 
     # lifecycle ---------------------------------------------------------------------------------------------
-    def start(self) -> FaultServer:
+    def start(self) -> Self:
         if self._server is not None:
             return self
         self._stopping.clear()
         self._server = _Server(self)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-server", daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=self.name, daemon=True
         )
         self._thread.start()
         return self
@@ -234,7 +242,7 @@ class FaultServer:
         self._server = None
         self._thread = None
 
-    def __enter__(self) -> FaultServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -266,6 +274,7 @@ class FaultServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.max_in_flight = self.in_flight
 
     @property
     def pending(self) -> int:
@@ -289,4 +298,18 @@ class FaultServer:
             behaviour = (self._queue.popleft() if self._queue else self.default) if routed else None
             kind = behaviour.kind if behaviour is not None else "not_found"
             self.requests.append(Request(len(self.requests), arrived, method, path, headers, body, kind))
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return behaviour
+
+    def _done(self) -> None:
+        """A request taken by `_take` has been answered (or its connection dropped)."""
+        with self._lock:
+            self.in_flight -= 1
+
+    def reply(self, behaviour: Behaviour, request: Any) -> Any:
+        """The 200 JSON body for `behaviour` (`ok`; subclasses add kinds) answering the parsed `request`."""
+        if behaviour.kind != "ok":
+            raise AssertionError(f"unknown behaviour {behaviour.kind!r}")
+        model = request.get("model", "fault-server") if isinstance(request, dict) else "fault-server"
+        return completion_body(behaviour.text, model)

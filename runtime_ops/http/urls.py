@@ -1,8 +1,10 @@
-"""URLs fit for messages and logs (pure)."""
+"""URLs fit for messages, logs and identities: what an error may say about an endpoint."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["public_url"]
 
 
 def public_url(url: str) -> str:
