@@ -88,14 +88,14 @@ def embedder_from_artifact(
     kind = identity["kind"]
     recorded = dict(params or {})
     if kind == "openai":
-        from runtime_ops.embedders.openai import OpenAIEmbedder
+        from runtime_ops.embedders.openai import OpenAIEmbedder, embeddings_url
         from runtime_ops.http.urls import public_url
 
         declared = spec.openai if spec is not None and spec.kind == "openai" else None
         if (
             spec is not None
             and declared is not None
-            and public_url(declared.endpoint) == identity["endpoint"]
+            and public_url(embeddings_url(declared.endpoint)) == identity["endpoint"]
             and declared.model == identity["model"]
             and declared.dimensions == identity["dimensions"]
         ):

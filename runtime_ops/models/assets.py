@@ -184,7 +184,8 @@ def evaluate_candidate(
     questions = qs.gating
     started = time.monotonic()
     try:
-        cand = score_candidate(store, load_embedder(store, candidate_version, spec.embedder), questions)
+        cand_embedder = load_embedder(store, candidate_version, spec.embedder)
+        cand = score_candidate(store, cand_embedder, questions)
         prod = None
         if production_version is not None:
             # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
@@ -280,12 +281,21 @@ def evaluate_candidate(
             **{f"provenance/{m}": dg.MetadataValue.int(n) for m, n in qs.mix.items()},
             "verdict": verdict.reason,
             "evaluation_seconds": dg.MetadataValue.float(round(eval_s, 3)),
+            **usage_metadata(cand_embedder),
             "chunks": dg.MetadataValue.int(cand.chunks),
             "comparison": dg.MetadataValue.md(markdown),
             "history": dg.MetadataValue.md(_history(store, candidate_version, production_version)),
         }
     )
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
+
+
+def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
+    """An endpoint embedder's cumulative usage (requests, retries, texts, tokens) as `usage/<counter>` metadata."""
+    usage = getattr(embedder, "usage", None)
+    if not isinstance(usage, dict):
+        return {}
+    return {f"usage/{name}": dg.MetadataValue.int(int(value)) for name, value in sorted(usage.items())}
 
 
 def _evidence_markdown(
