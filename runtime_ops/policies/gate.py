@@ -219,9 +219,7 @@ def judge(
     - fails the policy only when its upper bound is < -`max_regression`;
     - otherwise a human decides (the data cannot tell the models apart at the policy's precision).
 
-    Scalar metrics (means) are still accepted for the primary metric on both sides and are judged on the point
-    estimate alone, as before; that path has no uncertainty (`interval` is None) and is kept only
-    until every caller passes per-question values. Mixing a scalar and an array is a ValueError.
+    Comparing two models on means alone is a ValueError: it cannot tell noise from improvement.
     A first model (no production) and a candidate that is the production model are auto-approved.
     """
     metric = policy.primary_metric
@@ -237,12 +235,12 @@ def judge(
         return GateVerdict(True, True, "candidate is identical to the production model", same_delta)
 
     prod = _metric_values(production, metric, "production")
-    if not isinstance(cand, np.ndarray) and not isinstance(prod, np.ndarray):
-        return _judge_means(cand - prod, metric, policy)
     if not isinstance(cand, np.ndarray) or not isinstance(prod, np.ndarray):
+        # A difference of two means says nothing about noise: the gate only compares per-question values.
         raise ValueError(
-            f"{metric}: one side has per-question values and the other a single mean; "
-            "a paired comparison needs per-question values for both models"
+            f"{metric}: comparing two models needs per-question values for both (got "
+            f"{'values' if isinstance(cand, np.ndarray) else 'a single mean'} for the candidate and "
+            f"{'values' if isinstance(prod, np.ndarray) else 'a single mean'} for production)"
         )
     interval = paired_bootstrap(cand, prod, resamples=policy.resamples, confidence=policy.confidence, seed=seed)
     return judge_interval(interval, policy)
@@ -265,20 +263,6 @@ def judge_interval(interval: Interval, policy: GatePolicy) -> GateVerdict:
         "needs human approval"
     )
     return GateVerdict(True, False, reason, interval.mean_delta, interval)
-
-
-def _judge_means(delta: float, metric: str, policy: GatePolicy) -> GateVerdict:
-    margin, limit = policy.auto_approve_margin, policy.max_regression
-    if delta >= margin - _EPSILON:
-        return GateVerdict(True, True, f"beats production by {delta:+.3f} {metric} (margin {margin:.3f})", delta)
-    if delta >= -limit - _EPSILON:
-        reason = (
-            f"within margin: {delta:+.3f} {metric} vs production is below the auto-approve margin "
-            f"{margin:.3f} and within the allowed regression {limit:.3f}; needs human approval"
-        )
-        return GateVerdict(True, False, reason, delta)
-    reason = f"regresses by {-delta:.3f} {metric} vs production (allowed regression {limit:.3f})"
-    return GateVerdict(False, False, reason, delta)
 
 
 def _mean(values: float | np.ndarray) -> float:

@@ -36,47 +36,25 @@ def test_candidate_identical_to_production_is_auto_approved() -> None:
     assert verdict.delta == 0.0
 
 
-def test_clear_win_is_auto_approved() -> None:
-    verdict = judge({"ndcg@5": 0.534}, {"ndcg@5": 0.5}, POLICY)
-    assert verdict.meets_policy and verdict.auto_approve
-    assert verdict.reason == "beats production by +0.034 ndcg@5 (margin 0.020)"
-    assert verdict.delta == pytest.approx(0.034)
-
-
-def test_win_exactly_at_margin_survives_float_noise() -> None:
-    # 0.62 - 0.60 == 0.019999999999999907 in binary floating point.
-    verdict = judge({"ndcg@5": 0.62}, {"ndcg@5": 0.60}, POLICY)
-    assert verdict.auto_approve
-
-
-@pytest.mark.parametrize("candidate", [0.51, 0.5, 0.46, 0.45])
-def test_within_margin_needs_a_human(candidate: float) -> None:
-    verdict = judge({"ndcg@5": candidate}, {"ndcg@5": 0.5}, POLICY)
-    assert verdict.meets_policy
-    assert not verdict.auto_approve
-    assert verdict.reason.startswith("within margin: ")
-    assert verdict.delta == pytest.approx(candidate - 0.5)
-
-
-def test_regression_beyond_limit_fails_policy() -> None:
-    verdict = judge({"ndcg@5": 0.42}, {"ndcg@5": 0.5}, POLICY)
-    assert verdict == GateVerdict(
-        False, False, "regresses by 0.080 ndcg@5 vs production (allowed regression 0.050)", verdict.delta
-    )
-    assert verdict.delta == pytest.approx(-0.08)
+def test_two_means_are_not_a_comparison() -> None:
+    with pytest.raises(ValueError, match="needs per-question values for both"):
+        judge({"ndcg@5": 0.534}, {"ndcg@5": 0.5}, POLICY)
+    with pytest.raises(ValueError, match="a single mean for production"):
+        judge({"ndcg@5": [0.5, 0.6]}, {"ndcg@5": 0.5}, POLICY)
 
 
 def test_custom_policy_metric_and_margins() -> None:
     policy = GatePolicy(primary_metric="mrr", auto_approve_margin=0.0, max_regression=0.0)
-    assert judge({"mrr": 0.5}, {"mrr": 0.5}, policy).auto_approve
-    assert not judge({"mrr": 0.49}, {"mrr": 0.5}, policy).meets_policy
+    same = np.full(50, 0.5)
+    assert judge({"mrr": same}, {"mrr": same}, policy).auto_approve, "a zero-width interval at 0 clears margin 0"
+    assert not judge({"mrr": same - 0.01}, {"mrr": same}, policy).meets_policy
 
 
 def test_missing_primary_metric_names_metric_and_available_ones() -> None:
     with pytest.raises(ValueError, match=r"no 'ndcg@5'.*available: mrr, recall@5"):
         judge({"recall@5": 0.5, "mrr": 0.4}, {"ndcg@5": 0.5}, POLICY)
     with pytest.raises(ValueError, match=r"production metrics have no 'ndcg@5'"):
-        judge({"ndcg@5": 0.5}, {"mrr": 0.4}, POLICY)
+        judge({"ndcg@5": [0.5]}, {"mrr": [0.4]}, POLICY)
     # Even a first model must carry the metric the gate is configured for.
     with pytest.raises(ValueError, match="candidate metrics"):
         judge({"mrr": 0.4}, None, POLICY)
@@ -84,7 +62,7 @@ def test_missing_primary_metric_names_metric_and_available_ones() -> None:
 
 def test_non_finite_metric_is_rejected() -> None:
     with pytest.raises(ValueError, match="not finite"):
-        judge({"ndcg@5": float("nan")}, {"ndcg@5": 0.5}, POLICY)
+        judge({"ndcg@5": float("nan")}, {"ndcg@5": [0.5]}, POLICY)
 
 
 @pytest.mark.parametrize(
@@ -217,9 +195,7 @@ def test_noise_never_auto_approves_nor_fails_while_a_mean_only_rule_would() -> N
         assert verdict.meets_policy, verdict.reason
         assert not verdict.auto_approve, verdict.reason
         assert verdict.interval is not None and verdict.interval.low < 0.02
-        mean_rule_auto_approvals += judge(
-            {"ndcg@5": float(cand.mean())}, {"ndcg@5": float(prod.mean())}, POLICY
-        ).auto_approve
+        mean_rule_auto_approvals += float(cand.mean() - prod.mean()) >= POLICY.auto_approve_margin
     # The point-estimate rule waves noise through now and then; the interval rule does not.
     assert mean_rule_auto_approvals > 0
 
