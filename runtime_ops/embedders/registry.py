@@ -1,4 +1,4 @@
-"""Building embedders from a pipeline's settings or a registered version, and reading the corpus (glue, no Dagster)."""
+"""Building embedders from a pipeline's settings or from a registered version (glue, no Dagster)."""
 
 from __future__ import annotations
 
@@ -134,16 +134,3 @@ def load_embedder(store: StateStore, version: int, spec: EmbedderSpec | None = N
         raise LookupError(f"model version {version} is not in the registry")
     data = store.artifacts.get_artifact(model["artifact_id"])
     return embedder_from_artifact(model["digest"], data, model.get("params"), spec)
-
-
-def corpus(store: StateStore) -> tuple[list[int], list[str], list[str]]:
-    """Chunk ids, document keys and texts of the current corpus, in chunk id order."""
-    ids: list[int] = []
-    keys: list[str] = []
-    texts: list[str] = []
-    for page in store.documents.iter_current_chunks():
-        for cid, key, text in page:
-            ids.append(cid)
-            keys.append(key)
-            texts.append(text)
-    return ids, keys, texts
