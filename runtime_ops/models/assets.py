@@ -216,9 +216,9 @@ def evaluate_candidate(
         candidate_is_production=production_version == candidate_version,
         seed=spec.evaluation.seed,
     )
-    interval_dict = verdict.interval.to_dict() if verdict.interval is not None else None
-    if interval_dict is not None:
-        interval_dict["metric"] = gate.primary_metric
+    interval_dict: dict[str, Any] | None = None
+    if verdict.interval is not None:
+        interval_dict = {**verdict.interval.to_dict(), "metric": gate.primary_metric}
     report = {
         "candidate_version": candidate_version,
         "candidate_model_digest": candidate["digest"],
