@@ -82,3 +82,29 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
     assert v2 != v1 and store.registry.get_model(v2)["params"]["kind"] == "lsa"
     assert store.indexes.current_index()["model_version"] == v2
     assert _meta(switch, "evaluation_report")["question_set"] == report["question_set"], "the same questions"
+
+
+def test_a_sentence_transformers_pipeline_serves_offline(env, postgres_url, dagster_instance, tmp_path: Path) -> None:
+    pipelines, landing = tmp_path / "pipelines", tmp_path / "landing"
+    declare_pipeline(
+        pipelines,
+        "acme",
+        landing,
+        "  evaluation: {min_questions: 20}\n  embedder:\n    kind: sentence_transformers\n"
+        "    sentence_transformers: {model_name: all-MiniLM-L6-v2, batch_size: 32}\n",
+    )
+    env(database_url=postgres_url, RUNTIME_OPS_PIPELINES_DIR=str(pipelines), HF_HUB_OFFLINE="1")
+    flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline="acme")
+    write_own_corpus(landing, 30)
+    assert all(r.success for r in flow.tick_and_run("landing_sensor"))
+    [train] = flow.tick_and_run("corpus_sensor")
+    assert train.success
+    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    version = store.registry.alias("production")
+    params = store.registry.get_model(version)["params"]
+    assert params["kind"] == "sentence_transformers" and params["dimensions"] == 384
+    assert len(params["weights_digest"]) == 64, "the version is bound to the weights' digest"
+    assert _meta(train, "embedding_model")["dim"] == 384
+    index = store.indexes.current_index()
+    assert index["model_version"] == version and index["n_chunks"] == _meta(train, "evaluation_report")["chunks"]
+    assert "acme/product-" in _meta(train, "rag_answers")["answers"]
