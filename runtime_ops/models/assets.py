@@ -130,7 +130,7 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
     previous = store.registry.alias(ALIAS)
     started = time.monotonic()
     try:
-        qs = build_question_set(store, spec)
+        qs = build_question_set(store, spec, context.run_id)
     except ValueError as exc:  # a malformed reviewed set: the message names the file, line and problem
         raise dg.Failure(str(exc), allow_retries=False) from None
     if len(qs.gating) < 2:

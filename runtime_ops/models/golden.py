@@ -12,10 +12,14 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runtime_ops.models.evaluation import GoldenQuestion, evaluable, load_golden_set
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+
+if TYPE_CHECKING:
+    from runtime_ops.models.questions import GeneratedQuestion
 
 ALIAS = "question_set"
 _KIND = "question_set"
@@ -97,7 +101,75 @@ def _reviewed(spec: PipelineSpec, keys: set[str], notes: list[str]) -> list[Gold
     return questions
 
 
-def build_question_set(store: StateStore, spec: PipelineSpec) -> QuestionSet:
+QUESTION_PROMPT = (
+    "Write one question that a user of this document collection might ask and that the passage below answers. "
+    "Use your own words rather than copying a sentence. Reply with the question only."
+)
+# Consecutive endpoint failures after which the rest of the set keeps its offline questions (each failure has
+# already been retried under the endpoint's backoff policy).
+_GIVE_UP_AFTER = 3
+
+
+def endpoint_questions(
+    store: StateStore, spec: PipelineSpec, generated: list[GeneratedQuestion], notes: list[str], run_id: str | None
+) -> list[GeneratedQuestion]:
+    """Have the pipeline's chat endpoint (answers.endpoint) write the inverse-cloze questions in its own words.
+
+    Each question is an effect keyed by (model, chunk digest): a re-run, a retry or a later set reuses it instead
+    of asking again. Where the endpoint fails (after its retries), the offline question stays and the note says
+    how many; the set is still deterministic given the cached answers.
+    """
+    import os
+
+    from runtime_ops.http import EndpointError
+    from runtime_ops.models.questions import GeneratedQuestion
+    from runtime_ops.serving.endpoint import ChatEndpoint
+
+    answers = spec.answers
+    assert answers.endpoint is not None
+    key = os.environ.get(answers.api_key_env) if answers.api_key_env else None
+    ids = [int(q.provenance["chunk_id"]) for q in generated if q.provenance.get("method") == "inverse_cloze"]
+    texts = store.documents.chunk_texts(ids)
+    out: list[GeneratedQuestion] = []
+    asked = reused = failed = streak = 0
+    with ChatEndpoint(answers.endpoint, api_key=key or None, model=answers.model) as llm:
+        for q in generated:
+            chunk = texts.get(int(q.provenance.get("chunk_id", -1)))
+            if q.provenance.get("method") != "inverse_cloze" or chunk is None or streak >= _GIVE_UP_AFTER:
+                out.append(q)
+                continue
+            digest = str(q.provenance["chunk_sha256"])
+            effect = f"question:{answers.model}:{digest}"
+            claim = store.effects.claim_effect(effect, "question", run_id or "golden_questions")
+            text = None
+            if claim.action == "skip" and claim.result:
+                text, reused = str(claim.result["question"]), reused + 1
+            elif claim.action in ("run", "takeover"):
+                try:
+                    reply = llm.complete(
+                        [{"role": "system", "content": QUESTION_PROMPT}, {"role": "user", "content": chunk[2]}],
+                        max_tokens=80,
+                    )
+                    text = " ".join(reply.split())[:500] or None
+                    asked, streak = asked + 1, 0
+                except EndpointError as exc:
+                    store.effects.fail_effect(effect, str(exc))
+                    failed, streak = failed + 1, streak + 1
+                if text:
+                    store.effects.finish_effect(effect, {"question": text})
+            if not text:
+                out.append(q)
+                continue
+            provenance = {**q.provenance, "method": "endpoint", "model": answers.model}
+            out.append(GeneratedQuestion(f"gen-endpoint-{digest}", text, q.relevant, provenance))
+    notes.append(
+        f"endpoint {answers.model} wrote {asked} question(s), {reused} reused from earlier runs, {failed} failed "
+        "(those keep their offline question)"
+    )
+    return out
+
+
+def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None = None) -> QuestionSet:
     """Reviewed questions that apply to the corpus, then generated ones (held out for gating by a stable split)
     until `evaluation.min_questions` gate. Deterministic for a corpus, golden set and seed."""
     from runtime_ops.models.questions import generate_questions, split_holdout
@@ -116,6 +188,8 @@ def build_question_set(store: StateStore, spec: PipelineSpec) -> QuestionSet:
         # never change which ones come first.
         wanted = int(missing / ev.holdout_fraction * 1.5) + 20
         generated = generate_questions(_chunks(store), n=wanted, seed=ev.seed)
+        if ev.endpoint_questions and spec.answers.endpoint:
+            generated = endpoint_questions(store, spec, generated, notes, run_id)
         train, holdout = split_holdout(generated, fraction=ev.holdout_fraction, seed=ev.seed)
         held = {q.id for q in holdout[:missing]}
         spare = {q.id for q in holdout[missing:]}
@@ -147,4 +221,4 @@ def current_question_set(store: StateStore, spec: PipelineSpec, run_id: str | No
     artifact_id = store.registry.alias(ALIAS)
     if artifact_id is not None:
         return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
-    return save_question_set(store, build_question_set(store, spec), run_id)
+    return save_question_set(store, build_question_set(store, spec, run_id), run_id)

@@ -147,6 +147,11 @@ class EvaluationAttributes(dg.Resolvable, dg.Model):
         default=0.5, description="Share of the generated questions held out for gating."
     )
     seed: int = Field(default=0, ge=0, description="Seed of question generation and of the bootstrap.")
+    endpoint_questions: bool = Field(
+        default=False,
+        description="Have the chat model of answers.endpoint write the generated questions in its own words (each "
+        "cached per chunk digest and retried; a chunk whose call fails keeps its offline question).",
+    )
 
 
 class GateAttributes(dg.Resolvable, dg.Model):

@@ -112,6 +112,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             min_questions=attrs.evaluation.min_questions,
             holdout_fraction=attrs.evaluation.holdout_fraction,
             seed=attrs.evaluation.seed,
+            endpoint_questions=attrs.evaluation.endpoint_questions,
         ),
         approvals=ApprovalSpec(
             approvers=tuple(_first(approvals.approvers, list(settings.approvers))),

@@ -118,6 +118,8 @@ class EvaluationSpec:
     # Of the generated questions, the share held out for gating (the rest may train a fine-tuned model).
     holdout_fraction: float = 0.5
     seed: int = 0
+    # Have the answers endpoint's chat model write the generated questions (cached per chunk digest).
+    endpoint_questions: bool = False
 
 
 @dataclass(frozen=True)

@@ -115,12 +115,11 @@ class ChatEndpoint:
     def answer(self, question: str, passages: Sequence[str], *, max_tokens: int = 300) -> str:
         """The model's answer to `question` from `passages` (cited as [1], [2], ...), stripped.
         Raises `EndpointError` when the endpoint fails, gives up after retries, or replies malformed."""
-        body = {
-            "model": self.model,
-            "messages": build_messages(question, passages),
-            "max_tokens": max_tokens,
-            "temperature": 0,
-        }
+        return self.complete(build_messages(question, passages), max_tokens=max_tokens)
+
+    def complete(self, messages: list[dict[str, str]], *, max_tokens: int = 300) -> str:
+        """The model's reply to `messages` (temperature 0), stripped; `EndpointError` as for `answer`."""
+        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0}
         response = call_with_retries(
             lambda: self._traced_post(body),
             what=self.what,
