@@ -171,7 +171,7 @@ def evaluate_candidate(
     from runtime_ops.models.evaluation import comparison_markdown
     from runtime_ops.models.golden import current_question_set
     from runtime_ops.models.scoring import score_candidate, score_stored
-    from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, paired_bootstrap, report_digest
+    from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, report_digest
 
     gate = spec.gate
     candidate_version = store.registry.alias("candidate")
@@ -200,23 +200,20 @@ def evaluate_candidate(
     cand_metrics = cand.means
     prod_metrics = prod.means if prod is not None else None
     policy = gate_policy(gate)
-    interval = None
     changed: list[dict[str, Any]] = []
     if prod is not None and production_version != candidate_version:
-        interval = paired_bootstrap(
-            cand.per_question[gate.primary_metric],
-            prod.per_question[gate.primary_metric],
-            resamples=policy.resamples,
-            confidence=policy.confidence,
-            seed=spec.evaluation.seed,
-        )
-        changed = changed_questions(cand.ranked, prod.ranked, cand.questions)
+        text = {q.id: q.question for q in cand.questions}
+        changed = [
+            {**c.to_dict(), "question": text.get(c.id, c.id)}
+            for c in changed_questions(cand.ranked, prod.ranked, cand.questions)
+        ]
+    # Per-question values of both models on the same questions: judge decides on their paired bootstrap interval.
     verdict = judge(
-        cand_metrics,
-        prod_metrics,
+        cand.per_question,
+        prod.per_question if prod is not None else None,
         policy,
-        interval=interval,
         candidate_is_production=production_version == candidate_version,
+        seed=spec.evaluation.seed,
     )
     interval_dict = verdict.interval.to_dict() if verdict.interval is not None else None
     if interval_dict is not None:

@@ -18,11 +18,13 @@ import numpy as np
 
 __all__ = [
     "GoldenQuestion",
+    "StreamingRanker",
     "SupportsEmbed",
     "comparison_markdown",
     "evaluable",
     "evaluate_embedder",
     "load_golden_set",
+    "per_question_metrics",
     "rank_documents",
     "retrieval_metrics",
 ]
@@ -179,14 +181,17 @@ def _encode_keys(keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(index), codes
 
 
-def retrieval_metrics(
+def per_question_metrics(
     ranked: Sequence[Sequence[str]],
     relevant: Sequence[Collection[str]],
     ks: Sequence[int] = (1, 5, 10),
-) -> dict[str, float]:
-    """Mean recall@k, nDCG@k (binary gains, log2 discount) and MRR over the ranked lists.
+) -> dict[str, np.ndarray]:
+    """Recall@k, nDCG@k (binary gains, log2 discount) and reciprocal rank for each question.
 
-    MRR uses the whole ranked list, so it is effectively MRR@len(ranked list).
+    Each value is a float64 array with one entry per question, in input order, so two models
+    scored on the same questions can be compared pairwise (see `policies.gate.paired_bootstrap`).
+    Keys are `recall@k` for each k, then `ndcg@k` for each k (ascending k), then `mrr`.
+    The reciprocal rank uses the whole ranked list, so MRR is effectively MRR@len(ranked list).
     """
     if len(ranked) != len(relevant):
         raise ValueError(f"{len(ranked)} rankings for {len(relevant)} relevance sets")
@@ -196,12 +201,13 @@ def retrieval_metrics(
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"ks must be positive integers, got {ks}")
 
+    n = len(ranked)
     max_k = max(ks)
     discounts = 1.0 / np.log2(np.arange(2, max_k + 2))
     ideal = np.cumsum(discounts)  # ideal[i] = IDCG with i+1 relevant documents
-    recall_sum = dict.fromkeys(ks, 0.0)
-    ndcg_sum = dict.fromkeys(ks, 0.0)
-    rr_sum = 0.0
+    recall = {k: np.zeros(n) for k in ks}
+    ndcg = {k: np.zeros(n) for k in ks}
+    rr = np.zeros(n)
     for position, (ranking, rel) in enumerate(zip(ranked, relevant, strict=True)):
         rel_set = set(rel)
         if not rel_set:
@@ -209,22 +215,128 @@ def retrieval_metrics(
         # A document listed twice counts once: a ranking must not earn credit for repetition.
         hits = [doc in rel_set for doc in dict.fromkeys(ranking)]
         first_hit = next((i for i, hit in enumerate(hits) if hit), None)
-        rr_sum += 0.0 if first_hit is None else 1.0 / (first_hit + 1)
+        rr[position] = 0.0 if first_hit is None else 1.0 / (first_hit + 1)
         for k in ks:
             top = hits[:k]
-            recall_sum[k] += sum(top) / len(rel_set)
+            recall[k][position] = sum(top) / len(rel_set)
             dcg = sum(discounts[i] for i, hit in enumerate(top) if hit)
-            ndcg_sum[k] += dcg / ideal[min(k, len(rel_set)) - 1]
+            ndcg[k][position] = dcg / ideal[min(k, len(rel_set)) - 1]
 
-    n = len(ranked)
-    metrics: dict[str, float] = {}
-    for k in ks:
-        metrics[f"recall@{k}"] = recall_sum[k] / n
-    for k in ks:
-        metrics[f"ndcg@{k}"] = float(ndcg_sum[k] / n)
-    metrics["mrr"] = rr_sum / n
-    metrics["questions"] = float(n)
+    metrics: dict[str, np.ndarray] = {f"recall@{k}": recall[k] for k in ks}
+    metrics.update({f"ndcg@{k}": ndcg[k] for k in ks})
+    metrics["mrr"] = rr
     return metrics
+
+
+def retrieval_metrics(
+    ranked: Sequence[Sequence[str]],
+    relevant: Sequence[Collection[str]],
+    ks: Sequence[int] = (1, 5, 10),
+) -> dict[str, float]:
+    """Mean recall@k, nDCG@k and MRR over the questions (see `per_question_metrics`), plus `questions`."""
+    per_question = per_question_metrics(ranked, relevant, ks)
+    metrics = {name: float(values.mean()) for name, values in per_question.items()}
+    metrics["questions"] = float(len(ranked))
+    return metrics
+
+
+class StreamingRanker:
+    """`rank_documents` over chunks that arrive in batches, without holding every chunk vector.
+
+    Keeps, for each query, the best score seen so far per document: memory is
+    O(queries x documents) float32 plus one bounded score block per `add`, independent of the
+    number of chunks. Documents get codes in first-appearance order across all batches, so
+    `ranked()` equals `rank_documents` on the concatenated batches, tie-breaking included, and a
+    document's chunks may be spread over any number of batches in any order.
+    """
+
+    def __init__(self, query_vecs: np.ndarray, top_k: int) -> None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        queries = np.asarray(query_vecs, dtype=np.float32)
+        if queries.ndim != 2:
+            raise ValueError(f"expected a 2-D query array, got shape {queries.shape}")
+        if not np.isfinite(queries).all():
+            raise ValueError("query vectors contain NaN or infinity")
+        self._queries = queries
+        self._top_k = top_k
+        self._index: dict[str, int] = {}
+        # Columns beyond len(self._index) are spare capacity (grown by doubling, so adding
+        # documents one batch at a time costs amortised O(queries) per document).
+        self._scores = np.full((queries.shape[0], 16), -np.inf, dtype=np.float32)
+        self._empty_query = ~np.any(queries != 0, axis=1)
+
+    @property
+    def documents(self) -> int:
+        return len(self._index)
+
+    def add(self, chunk_vecs: np.ndarray, doc_keys: Sequence[str]) -> None:
+        """Score one batch of chunks (rows of `chunk_vecs`, each belonging to `doc_keys[i]`)."""
+        chunks = np.asarray(chunk_vecs, dtype=np.float32)
+        if chunks.ndim != 2:
+            raise ValueError(f"expected a 2-D chunk array, got shape {chunks.shape}")
+        if len(doc_keys) != chunks.shape[0]:
+            raise ValueError(f"{len(doc_keys)} doc keys for {chunks.shape[0]} chunk vectors")
+        if chunks.shape[0] == 0:
+            return
+        if self._queries.shape[0] and self._queries.shape[1] != chunks.shape[1]:
+            raise ValueError(f"dimension mismatch: queries {self._queries.shape[1]}, chunks {chunks.shape[1]}")
+        if not np.isfinite(chunks).all():
+            raise ValueError("chunk vectors contain NaN or infinity")
+
+        index = self._index
+        codes = np.fromiter(
+            (index.setdefault(key, len(index)) for key in doc_keys), dtype=np.int64, count=len(doc_keys)
+        )
+        self._reserve(len(index))
+        order: np.ndarray | None = None
+        if np.any(codes[1:] < codes[:-1]):
+            order = np.argsort(codes, kind="stable")
+            codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        batch_docs = codes[starts]  # distinct document codes of this batch, ascending
+        block = max(1, _BLOCK_ELEMENTS // chunks.shape[0])
+        for start in range(0, self._queries.shape[0], block):
+            scores = self._queries[start : start + block] @ chunks.T
+            if order is not None:
+                scores = scores[:, order]
+            best = np.maximum.reduceat(scores, starts, axis=1)
+            rows = self._scores[start : start + block]  # a view: updated in place
+            rows[:, batch_docs] = np.maximum(rows[:, batch_docs], best)
+
+    def _reserve(self, n_docs: int) -> None:
+        capacity = self._scores.shape[1]
+        if n_docs <= capacity:
+            return
+        while capacity < n_docs:
+            capacity *= 2
+        grown = np.full((self._scores.shape[0], capacity), -np.inf, dtype=np.float32)
+        grown[:, : self._scores.shape[1]] = self._scores
+        self._scores = grown
+
+    def ranked(self) -> list[list[str]]:
+        """Top-k documents per query, as `rank_documents` would return for all chunks added so far."""
+        n_queries = self._queries.shape[0]
+        n_docs = len(self._index)
+        if n_docs == 0:
+            return [[] for _ in range(n_queries)]
+        doc_keys = list(self._index)
+        doc_scores = self._scores[:, :n_docs]
+        k = min(self._top_k, n_docs)
+        ranked: list[list[str]] = []
+        block = max(1, _BLOCK_ELEMENTS // n_docs)
+        for start in range(0, n_queries, block):
+            scores = doc_scores[start : start + block]
+            if k < n_docs:
+                candidates = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            else:
+                candidates = np.broadcast_to(np.arange(n_docs), scores.shape).copy()
+            cand_scores = np.take_along_axis(scores, candidates, axis=1)
+            within = np.lexsort((candidates, -cand_scores), axis=1)
+            best = np.take_along_axis(candidates, within, axis=1)
+            for row, docs in enumerate(best):
+                ranked.append([] if self._empty_query[start + row] else [doc_keys[i] for i in docs])
+        return ranked
 
 
 def evaluate_embedder(

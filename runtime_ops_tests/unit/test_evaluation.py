@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -13,10 +14,12 @@ import pytest
 from runtime_ops.models import evaluation
 from runtime_ops.models.evaluation import (
     GoldenQuestion,
+    StreamingRanker,
     comparison_markdown,
     evaluable,
     evaluate_embedder,
     load_golden_set,
+    per_question_metrics,
     rank_documents,
     retrieval_metrics,
 )
@@ -248,3 +251,98 @@ def test_comparison_markdown_without_production() -> None:
     assert lines[0] == "| metric | candidate (a\\|b) | production | delta |"
     assert lines[2] == "| ndcg@5 | 0.5000 | — | — |"
     assert "No production model" in table
+
+
+# -- per-question metrics and the streaming ranker -----------------------------------------------
+
+
+def test_per_question_metrics_are_the_per_question_terms_of_the_means() -> None:
+    ranked = [["a", "b", "c"], ["x", "y", "z"], []]
+    relevant = [{"b"}, {"x", "z"}, {"q"}]
+    per_question = per_question_metrics(ranked, relevant, ks=(3, 1, 3))
+    assert list(per_question) == ["recall@1", "recall@3", "ndcg@1", "ndcg@3", "mrr"]
+    np.testing.assert_allclose(per_question["recall@1"], [0.0, 0.5, 0.0])
+    np.testing.assert_allclose(per_question["mrr"], [0.5, 1.0, 0.0])
+    np.testing.assert_allclose(per_question["ndcg@3"], [1 / math.log2(3), 1.5 / (1 + 1 / math.log2(3)), 0.0])
+    means = retrieval_metrics(ranked, relevant, ks=(1, 3))
+    for name, values in per_question.items():
+        assert values.dtype == np.float64 and values.shape == (3,)
+        assert means[name] == pytest.approx(float(values.mean()))
+    assert means["questions"] == 3.0
+
+
+def test_per_question_metrics_rejects_what_retrieval_metrics_rejects() -> None:
+    with pytest.raises(ValueError, match="no questions"):
+        per_question_metrics([], [])
+    with pytest.raises(ValueError, match="no relevant documents"):
+        per_question_metrics([["a"]], [set()])
+
+
+def _ranker(queries: np.ndarray, batches: list[tuple[np.ndarray, list[str]]], top_k: int) -> list[list[str]]:
+    ranker = StreamingRanker(queries, top_k)
+    for vecs, keys in batches:
+        ranker.add(vecs, keys)
+    return ranker.ranked()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_streaming_ranker_equals_rank_documents_on_the_concatenation(seed: int) -> None:
+    # Small integer vectors: float32 dot products are exact, so scores tie often and the property
+    # covers the tie-breaking (first appearance across batches), not just the ordering.
+    rng = np.random.default_rng(seed)
+    dim = int(rng.integers(1, 5))
+    n_chunks = int(rng.integers(0, 60))
+    queries = rng.integers(-2, 3, size=(int(rng.integers(0, 9)), dim)).astype(np.float32)
+    chunks = rng.integers(-2, 3, size=(n_chunks, dim)).astype(np.float32)
+    # Unsorted, repeated keys: a document's chunks are scattered over several batches.
+    keys = [f"doc-{rng.integers(0, 1 + n_chunks // 2)}" for _ in range(n_chunks)]
+    cuts = np.sort(rng.integers(0, n_chunks + 1, size=int(rng.integers(0, 6))))
+    bounds = [0, *cuts.tolist(), n_chunks]
+    batches = [(chunks[a:b], keys[a:b]) for a, b in itertools.pairwise(bounds)]
+    top_k = int(rng.integers(1, 12))
+    expected = rank_documents(queries, chunks, keys, top_k)
+    assert _ranker(queries, batches, top_k) == expected
+
+
+def test_streaming_ranker_matches_on_float_data_with_small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    chunks = _unit(rng.normal(size=(300, 8)).tolist())
+    queries = _unit(rng.normal(size=(13, 8)).tolist())
+    keys = [f"doc-{rng.integers(0, 70)}" for _ in range(300)]
+    monkeypatch.setattr(evaluation, "_BLOCK_ELEMENTS", 40)  # several query blocks per batch
+    batches = [(chunks[i : i + 37], keys[i : i + 37]) for i in range(0, 300, 37)]
+    streamed = _ranker(queries, batches, 9)
+    # Compare against brute force by score (not rank_documents' exact floats, which may differ in
+    # the last bit when BLAS picks another kernel for another block shape).
+    scores = queries.astype(np.float64) @ chunks.T.astype(np.float64)
+    for row, result in enumerate(streamed):
+        best: dict[str, float] = {}
+        for col, key in enumerate(keys):
+            best[key] = max(best.get(key, -np.inf), float(scores[row, col]))
+        expected = sorted(best.values(), reverse=True)[:9]
+        np.testing.assert_allclose([best[d] for d in result], expected, atol=1e-5)
+
+
+def test_streaming_ranker_edge_cases_and_memory() -> None:
+    chunks = _unit([[1, 0], [0, 1]])
+    ranker = StreamingRanker(_unit([[0, 0], [1, 0]]), top_k=2)
+    assert ranker.ranked() == [[], []]  # nothing added yet
+    ranker.add(np.zeros((0, 2)), [])
+    ranker.add(chunks[1:], ["b"])
+    ranker.add(chunks[:1], ["a"])
+    assert ranker.ranked() == [[], ["a", "b"]]  # zero query: empty ranking
+    # Memory is per document, not per chunk: 10k chunks of 3 documents keep 3 columns of state.
+    many = StreamingRanker(_unit([[1, 0]]), top_k=5)
+    for _ in range(10):
+        many.add(np.tile(chunks, (500, 1)), ["x", "y"] * 500)
+    many.add(chunks[:1], ["z"])
+    assert many.documents == 3
+    assert many.ranked() == [["x", "z", "y"]]
+    with pytest.raises(ValueError, match="top_k"):
+        StreamingRanker(chunks, top_k=0)
+    with pytest.raises(ValueError, match="doc keys"):
+        ranker.add(chunks, ["a"])
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        ranker.add(np.ones((1, 3)), ["a"])
+    with pytest.raises(ValueError, match="NaN"):
+        ranker.add(np.array([[np.nan, 0.0]]), ["a"])
