@@ -5,9 +5,10 @@ Per size, two fresh interpreters (`bench/_retrain_child.py`), so each size's pea
 1. setup (untimed, its own process): a SQLite state store in a temp dir seeded in bulk with N synthetic chunks
    of the built-in `demo` pipeline (`bench/_synth.py`: 60-120 words each from a 30k-word Zipf vocabulary plus
    each document's topic words, 5-10 chunks per document, one ingested landing batch, documents `ok`); a
-   production model trained the way `embedding_model` trains (lsa, the spec's dim / max_features /
-   train_sample, bounded sample) but with seed 1, the `production` alias set to it, and every chunk embedded
-   with it through `embed_missing` (so evaluation reads production from stored vectors, as in service).
+   production model trained the way `embedding_model` trains (lsa, the spec's dim / max_features, bounded
+   sample) but with seed 1 and a 10k-chunk sample (BENCH_RETRAIN_PROD_SAMPLE; it is untimed and evaluation
+   only reads its vectors), the `production` alias set to it, and every chunk embedded with it through
+   `embed_missing` (so evaluation reads production from stored vectors, as in service).
 2. timed (a second process on that store): `dg.materialize` of the pipeline's real `embedding_model`,
    `golden_questions` and `evaluation_report` assets (from `build_pipeline_defs(spec)`, the state store
    resource on the seeded SQLite file, a `DagsterInstance.local_temp` in a temp DAGSTER_HOME): train a new
