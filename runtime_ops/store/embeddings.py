@@ -20,13 +20,16 @@ _E, _C, _D = t.chunk_embeddings, t.chunks, t.documents
 
 
 class Embeddings(Repository):
-    def chunks_missing_embeddings(self, model_version: int, limit: int) -> list[tuple[int, str]]:
+    def chunks_missing_embeddings(self, model_version: int, limit: int, *, after: int = 0) -> list[tuple[int, str]]:
+        """Up to `limit` current chunks with no vector for `model_version`, in id order, with ids above `after`
+        (a caller paging through passes the last id it got: each page then starts where the last one ended
+        instead of re-scanning every chunk already embedded)."""
         with self.tx() as conn:
             rows = conn.execute(
                 select(_C.c.id, _C.c.text)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_D.c.status == "ok", _E.c.chunk_id.is_(None), self.owned(_D)))
+                .where(and_(_D.c.status == "ok", _E.c.chunk_id.is_(None), _C.c.id > after, self.owned(_D)))
                 .order_by(_C.c.id)
                 .limit(limit)
             ).all()
