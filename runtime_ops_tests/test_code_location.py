@@ -109,7 +109,7 @@ def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> No
     assert "runtime_ops.components.RetrievalPipeline" in components
     defs = _dg_json(["list", "defs"], tmp_path)
     assets = {a["asset_key"]: a for a in defs["assets"]}
-    names = "raw_documents document_chunks embedding_model evaluation_report production_model"
+    names = "raw_documents document_chunks embedding_model golden_questions evaluation_report production_model"
     names += " document_embeddings retrieval_index rag_answers production_evaluation"
     assert set(assets) == {f"demo/{n}" for n in names.split()}
     # Every one of them comes from the demo pipeline's declaration.
