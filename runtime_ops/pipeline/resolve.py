@@ -6,7 +6,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar
 
-from runtime_ops.pipeline.attributes import PipelineAttributes
+from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes
 from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
@@ -14,6 +14,7 @@ from runtime_ops.pipeline.spec import (
     GateSpec,
     LandingSpec,
     PipelineSpec,
+    RetrainSpec,
 )
 from runtime_ops.settings import Settings, parse_duration
 
@@ -41,6 +42,22 @@ def landing_uri(value: str | None, settings: Settings) -> str:
     if uri and not uri.startswith("s3://") and not Path(uri).expanduser().is_absolute():
         return str(settings.resolved_home / uri)
     return str(Path(uri).expanduser()) if uri and not uri.startswith("s3://") else (uri or settings.resolved_landing)
+
+
+# The OOV threshold when `retrain.oov_threshold` is left out, per embedder kind (None: no OOV condition).
+DEFAULT_OOV_THRESHOLD: dict[str, float | None] = {"lsa": 0.3}
+
+
+def resolve_retrain(attrs: RetrainAttributes, embedder_kind: str) -> RetrainSpec:
+    """The retrain policy: a field given (null included: off) is kept; a left-out oov_threshold is the
+    embedder's default."""
+    given = "oov_threshold" in attrs.model_fields_set
+    return RetrainSpec(
+        growth_fraction=attrs.growth_fraction,
+        drift_threshold=attrs.drift_threshold,
+        oov_threshold=attrs.oov_threshold if given else DEFAULT_OOV_THRESHOLD.get(embedder_kind),
+        on_alert=attrs.on_alert,
+    )
 
 
 def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
@@ -88,6 +105,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             model=_first(answers.model_name, settings.model_name),
             api_key_env=answers.api_key.env if answers.api_key else "RUNTIME_OPS_MODEL_API_KEY",
         ),
+        retrain=resolve_retrain(attrs.retrain, attrs.embedder.kind),
         retrain_cron=attrs.schedules.retrain_cron,
         regression_cron=attrs.schedules.regression_cron,
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
