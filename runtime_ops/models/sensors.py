@@ -39,6 +39,7 @@ def retrain_policy(spec: RetrainSpec) -> RetrainPolicy:
         drift_threshold=spec.drift_threshold,
         oov_threshold=spec.oov_threshold,
         on_alert=spec.on_alert,
+        min_signal_chunks=spec.min_signal_chunks,
     )
 
 
@@ -51,7 +52,11 @@ def retrain_facts(store: StateStore, policy: RetrainPolicy) -> RetrainFacts:
         if latest is not None
         else None
     )
-    drift = DriftFacts(**store.retraining.max_drift_since(model.corpus_revision)) if model is not None else DriftFacts()
+    drift = (
+        DriftFacts(**store.retraining.max_drift_since(model.corpus_revision, min_chunks=policy.min_signal_chunks))
+        if model is not None
+        else DriftFacts()
+    )
     sources = ("alert", "manual") if policy.on_alert else ("manual",)
     row = store.retraining.pending_request(sources=sources)
     request = (

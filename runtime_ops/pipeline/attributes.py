@@ -181,6 +181,12 @@ class RetrainAttributes(dg.Resolvable, dg.Model):
         description="Retrain when a landing batch embedded since the newest model has at least this fraction of "
         "tokens the model's vocabulary does not know. Default: 0.3 for the lsa embedder. null: off.",
     )
+    min_signal_chunks: int = Field(
+        default=50,
+        ge=1,
+        description="Drift and OOV signals of landing batches with fewer chunks do not count: the mean vector of "
+        "a few chunks is far from any centroid by chance. Corpus growth still catches many small batches.",
+    )
     on_alert: bool = Field(
         default=True,
         description="An alert whose rule action is `retrain` (and a pending alert retrain request) retrains. "

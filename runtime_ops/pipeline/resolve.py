@@ -57,6 +57,7 @@ def resolve_retrain(attrs: RetrainAttributes, embedder_kind: str) -> RetrainSpec
         drift_threshold=attrs.drift_threshold,
         oov_threshold=attrs.oov_threshold if given else DEFAULT_OOV_THRESHOLD.get(embedder_kind),
         on_alert=attrs.on_alert,
+        min_signal_chunks=attrs.min_signal_chunks,
     )
 
 

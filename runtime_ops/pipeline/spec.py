@@ -92,6 +92,8 @@ class RetrainSpec:
     oov_threshold: float | None = 0.3
     # A pending alert retrain request triggers a retrain (the alert sensor's retrain action too).
     on_alert: bool = True
+    # Drift and OOV signals of batches with fewer chunks do not count (a few chunks' mean is noise).
+    min_signal_chunks: int = 50
 
 
 @dataclass(frozen=True)

@@ -67,15 +67,16 @@ class Retraining(Repository):
             ).all()
             return [dict(r._mapping) for r in rows]
 
-    def max_drift_since(self, revision: int) -> dict[str, Any]:
-        """The largest embedding shift and OOV rate of batches embedded after corpus `revision`, each with the
-        (earliest) batch revision it came from: {max_embedding_shift, shift_revision, max_oov_rate, oov_revision}."""
+    def max_drift_since(self, revision: int, *, min_chunks: int = 1) -> dict[str, Any]:
+        """The largest embedding shift and OOV rate of batches of at least `min_chunks` chunks embedded after
+        corpus `revision`, each with the (earliest) batch revision it came from: {max_embedding_shift,
+        shift_revision, max_oov_rate, oov_revision}."""
         out: dict[str, Any] = {}
         for column, value, at in (
             (_S.c.embedding_shift, "max_embedding_shift", "shift_revision"),
             (_S.c.oov_rate, "max_oov_rate", "oov_revision"),
         ):
-            cond = and_(_S.c.corpus_revision > revision, column.is_not(None), self.owned(_S))
+            cond = and_(_S.c.corpus_revision > revision, _S.c.chunks >= min_chunks, column.is_not(None), self.owned(_S))
             with self.tx() as conn:
                 row = conn.execute(
                     select(column, _S.c.corpus_revision)

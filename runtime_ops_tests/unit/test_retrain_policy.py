@@ -93,6 +93,8 @@ def test_policy_validates_its_thresholds() -> None:
         RetrainPolicy(growth_fraction=0)
     with pytest.raises(ValueError, match="oov_threshold"):
         RetrainPolicy(oov_threshold=1.5)
+    with pytest.raises(ValueError, match="min_signal_chunks"):
+        RetrainPolicy(min_signal_chunks=0)
 
 
 # ---------------------------------------------------------------------------------------------- drift signals
@@ -152,6 +154,7 @@ def test_retrain_section_defaults_nulls_and_validation(tmp_path: Path, monkeypat
         ("  retrain:\n    growth_fraction: 0\n", "attributes.retrain.growth_fraction: Input should be greater than 0"),
         ("  retrain:\n    oov_threshold: 1.5\n", "attributes.retrain.oov_threshold: Input should be less than or"),
         ("  retrain:\n    drift_threshold: -1\n", "attributes.retrain.drift_threshold: Input should be greater"),
+        ("  retrain:\n    min_signal_chunks: 0\n", "attributes.retrain.min_signal_chunks: Input should be greater"),
     ):
         path.write_text(HEADER + body)
         with pytest.raises(PipelineConfigError) as exc:
