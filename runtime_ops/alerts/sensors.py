@@ -60,6 +60,9 @@ def run_request(alert: dict[str, Any], spec: PipelineSpec) -> dg.RunRequest:
     }
     ident = {"alert_id": alert["id"], "alert_key": alert["run_key"]}
     if action == "retrain":
+        from runtime_ops.models.sensors import RETRAIN_TRIGGER_TAG
+
+        tags[RETRAIN_TRIGGER_TAG] = "alert"
         return dg.RunRequest(
             job_name=spec.qualified("train_job"), run_key=alert["run_key"], tags={**GATED_RUN_TAGS, **tags}
         )
@@ -194,6 +197,10 @@ class _Tick:
         if rule.action == "retrain":
             from runtime_ops.models.sensors import active_lifecycle_run
 
+            if not self.spec.retrain.on_alert:
+                detail = f"rule {rule.name}: retrains on alerts are off for this pipeline (retrain.on_alert: false)"
+                self.finish(alert, "suppressed", detail, now, **base)
+                return
             running = active_lifecycle_run(self.context.instance, self.spec.name)
             if running:  # one lifecycle run at a time: retrain when the current one ends (decided next tick)
                 self.store.alerts.set_alert_action(alert["id"], expect=None, action_detail=f"waiting for run {running}")

@@ -110,6 +110,7 @@ class Embedder:
         # Derived lazily: the transposed float32 matrix and the vectoriser are inference caches only.
         self._components_t: np.ndarray | None = None
         self._vectorizer: CountVectorizer | None = None
+        self._terms: frozenset[str] | None = None
 
     @property
     def dim(self) -> int:
@@ -119,6 +120,12 @@ class Embedder:
     @property
     def vocabulary_size(self) -> int:
         return len(self._vocabulary)
+
+    def knows_term(self, term: str) -> bool:
+        """Whether `term` (lowercased, as the analyzer emits it) is in the vocabulary (drift: the OOV rate)."""
+        if self._terms is None:
+            self._terms = frozenset(self._vocabulary)
+        return term in self._terms
 
     def embed(self, texts: Sequence[str], batch_size: int = 512) -> np.ndarray:
         """Embed texts as float32 rows of unit length (all-zero for texts with no known term)."""

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -115,7 +115,7 @@ class SentenceTransformerEmbedder:
     loaded on the first `dim` or `embed`, once per instance.
     """
 
-    kind: ClassVar[str] = "sentence_transformers"
+    kind = "sentence_transformers"
 
     def __init__(
         self, model: str, *, batch_size: int = 64, device: str = "cpu", max_seq_length: int | None = None
@@ -123,6 +123,7 @@ class SentenceTransformerEmbedder:
         self.model = model
         self.directory = _resolve_model_directory(model)
         self.batch_size = _positive_int("batch_size", batch_size)
+        self._dim: int | None = None
         if not isinstance(device, str) or not device:
             raise ValueError(f"device must be a torch device name such as 'cpu', got {device!r}")
         self.device = device
@@ -163,8 +164,13 @@ class SentenceTransformerEmbedder:
         model.eval()
         return model
 
-    @cached_property
+    @property
     def dim(self) -> int:
+        if self._dim is None:
+            self._dim = self._model_dim()
+        return self._dim
+
+    def _model_dim(self) -> int:
         model = self._loaded()
         # sentence-transformers 5 renamed get_sentence_embedding_dimension (kept as a deprecated alias).
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension

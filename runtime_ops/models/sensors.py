@@ -1,10 +1,20 @@
-"""The corpus sensor: newly ingested documents lead to a retrain."""
+"""The corpus sensor: retrain when the retrain policy says so (growth, drift, a request), not on every batch."""
 
 import dagster as dg
 
 from runtime_ops.jobs import AssetJob
-from runtime_ops.pipeline.spec import LIFECYCLE_TAG, PipelineSpec
+from runtime_ops.pipeline.spec import LIFECYCLE_TAG, PipelineSpec, RetrainSpec
+from runtime_ops.policies.retrain import (
+    Decision,
+    DriftFacts,
+    ModelFacts,
+    PendingRequest,
+    RetrainFacts,
+    RetrainPolicy,
+    should_retrain,
+)
 from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.store import StateStore
 
 ACTIVE_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
@@ -12,6 +22,9 @@ ACTIVE_STATUSES = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
+# What made the corpus sensor retrain (first_model | alert | manual | drift | oov | growth) and the decision's key.
+RETRAIN_TRIGGER_TAG = "runtime_ops/retrain_trigger"
+RETRAIN_KEY_TAG = "runtime_ops/retrain_key"
 
 
 def active_lifecycle_run(instance: dg.DagsterInstance, pipeline: str) -> str | None:
@@ -20,26 +33,90 @@ def active_lifecycle_run(instance: dg.DagsterInstance, pipeline: str) -> str | N
     return records[0].dagster_run.run_id if records else None
 
 
+def retrain_policy(spec: RetrainSpec) -> RetrainPolicy:
+    return RetrainPolicy(
+        growth_fraction=spec.growth_fraction,
+        drift_threshold=spec.drift_threshold,
+        oov_threshold=spec.oov_threshold,
+        on_alert=spec.on_alert,
+        min_signal_chunks=spec.min_signal_chunks,
+    )
+
+
+def retrain_facts(store: StateStore, policy: RetrainPolicy) -> RetrainFacts:
+    """What the retrain policy decides on, read from a pipeline-scoped store."""
+    revision = store.ledger.corpus_revision()
+    latest = store.registry.latest_model()
+    model = (
+        ModelFacts(version=latest["version"], chunks=latest["n_chunks"], corpus_revision=latest["corpus_revision"])
+        if latest is not None
+        else None
+    )
+    drift = (
+        DriftFacts(**store.retraining.max_drift_since(model.corpus_revision, min_chunks=policy.min_signal_chunks))
+        if model is not None
+        else DriftFacts()
+    )
+    sources = ("alert", "manual") if policy.on_alert else ("manual",)
+    row = store.retraining.pending_request(sources=sources)
+    request = (
+        PendingRequest(id=row["id"], source=row["source"], corpus_revision=row["corpus_revision"], reason=row["reason"])
+        if row is not None
+        else None
+    )
+    return RetrainFacts(
+        model=model,
+        chunks=store.documents.current_chunk_count(),
+        corpus_revision=revision,
+        drift=drift,
+        request=request,
+    )
+
+
+def decide_retrain(store: StateStore, spec: PipelineSpec) -> Decision:
+    policy = retrain_policy(spec.retrain)
+    return should_retrain(policy, retrain_facts(store, policy))
+
+
+def request_retrain(store: StateStore, *, reason: str, requested_by: str | None = None, source: str = "manual") -> int:
+    """Ask the corpus sensor for one retrain (consumed by its next tick that is not waiting for a lifecycle run);
+    `source` "alert" requests are honoured only while retrain.on_alert is on. Returns the request id."""
+    return store.retraining.request_retrain(
+        source=source, reason=reason, requested_by=requested_by, corpus_revision=store.ledger.corpus_revision()
+    )
+
+
 def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDefinition:
     @dg.sensor(
         name=spec.qualified("corpus_sensor"),
         jobs=[train_job],
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="When ingestion advances the corpus past the newest model, retrain (train_job); one lifecycle "
-        "run at a time. New documents reach embeddings and the index through declarative automation.",
+        description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
+        "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "
+        "or a pending retrain request; each condition once (run key). One lifecycle run at a time. New documents "
+        "reach embeddings and the index with the production model through declarative automation.",
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
         store = state.store().scoped(spec.name)
-        revision = store.ledger.corpus_revision()
-        if revision == 0:
+        if store.ledger.corpus_revision() == 0:
             return dg.SkipReason("no ingested documents yet")
         running = active_lifecycle_run(context.instance, spec.name)
         if running:
             return dg.SkipReason(f"waiting for lifecycle run {running} to finish")
-        latest = store.registry.latest_model()
-        if latest is None or latest["corpus_revision"] < revision:
-            return dg.RunRequest(job_name=train_job.name, run_key=f"train-rev{revision}")
-        return dg.SkipReason(f"the newest model is trained on corpus revision {revision}")
+        policy = retrain_policy(spec.retrain)
+        facts = retrain_facts(store, policy)
+        decision = should_retrain(policy, facts)
+        if not decision.retrain or decision.trigger is None:
+            return dg.SkipReason(decision.reason)
+        if decision.trigger in ("alert", "manual") and facts.request is not None:
+            # Consumed once, before the run is requested: a later tick in the same state decides anew.
+            store.retraining.consume_request(facts.request.id, decision.key)
+        context.log.info(f"retrain ({decision.trigger}): {decision.reason}; run key {decision.key}")
+        return dg.RunRequest(
+            job_name=train_job.name,
+            run_key=decision.key,
+            tags={RETRAIN_TRIGGER_TAG: decision.trigger, RETRAIN_KEY_TAG: decision.key},
+        )
 
     return corpus_sensor

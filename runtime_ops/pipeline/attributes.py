@@ -234,8 +234,55 @@ class AnswersAttributes(dg.Resolvable, dg.Model):
         return v or None
 
 
+class RetrainAttributes(dg.Resolvable, dg.Model):
+    """When the corpus sensor retrains instead of on every landing batch; `null` turns a condition off. The
+    retrain schedule (schedules.retrain_cron) retrains regardless."""
+
+    growth_fraction: float | None = Field(
+        default=0.2,
+        gt=0.0,
+        le=100.0,
+        description="Retrain once the corpus has grown by this fraction of the chunks the newest model was trained "
+        "on (0.2: 20% more chunks). null: growth never triggers a retrain.",
+    )
+    drift_threshold: float | None = Field(
+        default=0.25,
+        gt=0.0,
+        le=2.0,
+        description="Retrain when a landing batch embedded with the production model since the newest model has "
+        "an embedding shift (1 - cosine between the batch's mean vector and the corpus centroid) of at least "
+        "this. null: off.",
+    )
+    oov_threshold: Fraction | None = Field(
+        default=None,
+        description="Retrain when a landing batch embedded since the newest model has at least this fraction of "
+        "tokens the model's vocabulary does not know. Default: 0.3 for the lsa embedder. null: off.",
+    )
+    min_signal_chunks: int = Field(
+        default=50,
+        ge=1,
+        description="Drift and OOV signals of landing batches with fewer chunks do not count: the mean vector of "
+        "a few chunks is far from any centroid by chance. Corpus growth still catches many small batches.",
+    )
+    on_alert: bool = Field(
+        default=True,
+        description="An alert whose rule action is `retrain` (and a pending alert retrain request) retrains. "
+        "false: such alerts are recorded as suppressed.",
+    )
+
+    @field_validator("oov_threshold")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be above 0 (null turns the condition off)")
+        return v
+
+
 class ScheduleAttributes(dg.Resolvable, dg.Model):
-    retrain_cron: str | None = Field(default="0 3 * * *", description="Cron of the periodic retrain (null: none).")
+    retrain_cron: str | None = Field(
+        default="0 3 * * *",
+        description="Cron of the periodic retrain (null: none); a scheduled run retrains whatever retrain: says.",
+    )
     regression_cron: str | None = Field(
         default="0 */6 * * *", description="Cron of the production model's regression evaluation (null: none)."
     )
@@ -252,6 +299,7 @@ class PipelineAttributes(dg.Model):
     gate: GateAttributes = Field(default_factory=GateAttributes)
     approvals: ApprovalAttributes = Field(default_factory=ApprovalAttributes)
     answers: AnswersAttributes = Field(default_factory=AnswersAttributes)
+    retrain: RetrainAttributes = Field(default_factory=RetrainAttributes)
     schedules: ScheduleAttributes = Field(default_factory=ScheduleAttributes)
     alert_rules: str | None = Field(
         default=None,

@@ -6,7 +6,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar
 
-from runtime_ops.pipeline.attributes import PipelineAttributes, SentenceTransformerAttributes
+from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes, SentenceTransformerAttributes
 from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
@@ -16,6 +16,7 @@ from runtime_ops.pipeline.spec import (
     LandingSpec,
     OpenAIEmbedderSpec,
     PipelineSpec,
+    RetrainSpec,
     SentenceTransformerSpec,
 )
 from runtime_ops.settings import Settings, parse_duration
@@ -80,6 +81,23 @@ def _embedder(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
     )
 
 
+# The OOV threshold when `retrain.oov_threshold` is left out, per embedder kind (None: no OOV condition).
+DEFAULT_OOV_THRESHOLD: dict[str, float | None] = {"lsa": 0.3}
+
+
+def resolve_retrain(attrs: RetrainAttributes, embedder_kind: str) -> RetrainSpec:
+    """The retrain policy: a field given (null included: off) is kept; a left-out oov_threshold is the
+    embedder's default."""
+    given = "oov_threshold" in attrs.model_fields_set
+    return RetrainSpec(
+        growth_fraction=attrs.growth_fraction,
+        drift_threshold=attrs.drift_threshold,
+        oov_threshold=attrs.oov_threshold if given else DEFAULT_OOV_THRESHOLD.get(embedder_kind),
+        on_alert=attrs.on_alert,
+        min_signal_chunks=attrs.min_signal_chunks,
+    )
+
+
 def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
     landing = attrs.landing
     approvals = attrs.approvals
@@ -128,6 +146,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             model=_first(answers.model_name, settings.model_name),
             api_key_env=answers.api_key.env if answers.api_key else "RUNTIME_OPS_MODEL_API_KEY",
         ),
+        retrain=resolve_retrain(attrs.retrain, attrs.embedder.kind),
         retrain_cron=attrs.schedules.retrain_cron,
         regression_cron=attrs.schedules.regression_cron,
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,

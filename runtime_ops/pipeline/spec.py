@@ -142,6 +142,22 @@ class AnswersSpec:
 
 
 @dataclass(frozen=True)
+class RetrainSpec:
+    """When the corpus sensor retrains (a condition set to None is off; see `runtime_ops.policies.retrain`)."""
+
+    # Retrain once current chunks >= (1 + growth_fraction) x the chunks the newest model was trained on.
+    growth_fraction: float | None = 0.2
+    # Retrain when a batch embedded since the newest model shifts the mean embedding this far (1 - cosine).
+    drift_threshold: float | None = 0.25
+    # Retrain when a batch embedded since the newest model has this fraction of tokens unknown to it (lsa).
+    oov_threshold: float | None = 0.3
+    # A pending alert retrain request triggers a retrain (the alert sensor's retrain action too).
+    on_alert: bool = True
+    # Drift and OOV signals of batches with fewer chunks do not count (a few chunks' mean is noise).
+    min_signal_chunks: int = 50
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     landing: LandingSpec
@@ -153,6 +169,7 @@ class PipelineSpec:
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     approvals: ApprovalSpec = field(default_factory=ApprovalSpec)
     answers: AnswersSpec = field(default_factory=AnswersSpec)
+    retrain: RetrainSpec = field(default_factory=RetrainSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # Where the spec was declared (for error messages and the UI): the defs.yaml path, or "" when built in code.

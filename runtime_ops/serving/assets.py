@@ -27,18 +27,27 @@ def _production_version(store: StateStore) -> int:
 
 
 def embed_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
-    from runtime_ops.serving.indexing import embed_missing
+    from runtime_ops.serving.indexing import embed_missing_with_drift
 
     version = _production_version(store)
     started = time.monotonic()
-    written = embed_missing(store, version, context.log.info)
+    written, signal = embed_missing_with_drift(store, version, context.log.info, run_id=context.run_id)
     after = store.embeddings.embedding_counts(version)
+    drift: dict[str, Any] = {}
+    if signal is not None:  # what the corpus sensor's retrain policy reads (drift_signals)
+        drift["drift/chunks"] = dg.MetadataValue.int(signal.chunks)
+        drift["drift/corpus_revision"] = dg.MetadataValue.int(signal.corpus_revision)
+        if signal.embedding_shift is not None:
+            drift["drift/embedding_shift"] = dg.MetadataValue.float(round(signal.embedding_shift, 6))
+        if signal.oov_rate is not None:
+            drift["drift/oov_rate"] = dg.MetadataValue.float(round(signal.oov_rate, 6))
     return dg.MaterializeResult(
         metadata={
             "model_version": dg.MetadataValue.int(version),
             "embedded_now": dg.MetadataValue.int(written),
             "chunks": dg.MetadataValue.int(after["current_chunks"]),
             "duration_s": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+            **drift,
         }
     )
 
@@ -199,7 +208,8 @@ def build_serving_assets(
         retry_policy=IO_RETRY,
         automation_condition=follow,
         description="Every current chunk embedded with the production model. Incremental and resumable: a chunk "
-        "is embedded once per model version; a killed run resumes where it stopped.",
+        "is embedded once per model version; a killed run resumes where it stopped. Records the drift signals of "
+        "the chunks it embedded (embedding shift from the corpus centroid, OOV rate) for the retrain policy.",
     )
     @observed
     def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:

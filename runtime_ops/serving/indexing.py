@@ -14,6 +14,7 @@ import numpy as np
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
+from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.store import StateStore
 
 EMBED_BATCH = 256
@@ -25,11 +26,13 @@ def embed_missing(
     log: Callable[[str], None] = lambda _: None,
     *,
     embedder: TextEmbedder | None = None,
+    observe: Callable[[list[str], np.ndarray], None] | None = None,
 ) -> int:
     """Embed every current chunk that has no vector for `version`; returns how many were written.
 
     Each batch is committed as it is written and a chunk already embedded is never written again, so a run
-    killed half-way resumes where it stopped and embeds nothing twice.
+    killed half-way resumes where it stopped and embeds nothing twice. `observe(texts, vectors)` sees each
+    committed batch (the drift signals of document_embeddings).
     """
     embedder = embedder or load_embedder(store, version)
     counts = store.embeddings.embedding_counts(version)
@@ -41,6 +44,8 @@ def embed_missing(
             return written
         vectors = embedder.embed([text for _, text in batch])
         written += store.embeddings.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
+        if observe is not None:
+            observe([text for _, text in batch], vectors)
         log(f"embedded {written}/{todo} chunks with model v{version}")
         failpoint("embeddings.batch")  # after the batch is committed: a fault test may kill or slow us here
 
@@ -87,3 +92,52 @@ def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltInd
         model_version=version, corpus_revision=revision, n_chunks=len(ids), artifact_id=artifact_id, run_id=run_id
     )
     return BuiltIndex(index_id, version, revision, len(ids), index_digest, len(data), reused=False)
+
+
+@dataclass(frozen=True)
+class DriftSignal:
+    model_version: int
+    corpus_revision: int
+    chunks: int
+    embedding_shift: float | None  # None: the model's first embedded chunks (nothing to compare against)
+    oov_rate: float | None
+
+
+def embed_missing_with_drift(
+    store: StateStore, version: int, log: Callable[[str], None] = lambda _: None, *, run_id: str | None = None
+) -> tuple[int, DriftSignal | None]:
+    """`embed_missing`, then the drift signal of what it embedded (recorded in `drift_signals`; None when it
+    embedded nothing): the embedding shift of the new chunks from the running centroid of `version` before
+    them, and their OOV rate against the model's vocabulary."""
+    embedder = load_embedder(store, version)
+    revision = store.ledger.corpus_revision()
+    drift = BatchDrift(getattr(embedder, "knows_term", None))
+    written = embed_missing(store, version, log, observe=drift.observe)
+    if not drift.chunks or drift.batch is None:
+        return written, None
+    stored = store.retraining.latest_centroid(version)
+    if stored is not None:
+        before = Centroid.from_bytes(*stored)
+    else:  # the model's first signal: its centroid is every vector it embedded before this pass
+        before = _stored_centroid(store, version, embedder.dim).minus(drift.batch)
+    shift = drift.shift_from(before) if before.count else None
+    after = before.plus(drift.batch)
+    signal = DriftSignal(version, revision, drift.chunks, shift, drift.oov_rate)
+    store.retraining.record_drift_signal(
+        model_version=version,
+        corpus_revision=revision,
+        chunks=drift.chunks,
+        embedding_shift=shift,
+        oov_rate=drift.oov_rate,
+        centroid_sum=after.to_bytes(),
+        centroid_count=after.count,
+        run_id=run_id,
+    )
+    return written, signal
+
+
+def _stored_centroid(store: StateStore, version: int, dim: int) -> Centroid:
+    centroid = Centroid.empty(dim)
+    for page in store.embeddings.iter_current_embeddings(version):
+        centroid.add(np.vstack([np.frombuffer(raw, dtype="<f4") for _, _, raw in page]))
+    return centroid

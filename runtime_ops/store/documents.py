@@ -124,6 +124,12 @@ class Documents(Repository):
             yield [(r.id, r.key, r.text) for r in rows]
             last = rows[-1].id
 
+    def current_chunk_count(self) -> int:
+        """How many chunks the current corpus has (chunks of the scope's documents with status ok)."""
+        with self.tx() as conn:
+            q = select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id))
+            return int(conn.execute(q.where(and_(_D.c.status == "ok", self.owned(_D)))).scalar() or 0)
+
     def current_chunks(self) -> list[tuple[int, str, str]]:
         out: list[tuple[int, str, str]] = []
         for page in self.iter_current_chunks():

@@ -27,6 +27,7 @@ from runtime_ops.store.tables.corpus import (
     retrieval_indexes,
 )
 from runtime_ops.store.tables.operations import alerts, effects, locks, metric_series, sagas
+from runtime_ops.store.tables.retraining import drift_signals, retrain_requests
 
 __all__ = [
     "UTCDateTime",
@@ -42,6 +43,7 @@ __all__ = [
     "chunk_embeddings",
     "chunks",
     "documents",
+    "drift_signals",
     "effects",
     "eval_reports",
     "interaction_deliveries",
@@ -51,6 +53,7 @@ __all__ = [
     "metadata",
     "metric_series",
     "model_versions",
+    "retrain_requests",
     "retrieval_indexes",
     "sagas",
 ]

@@ -35,6 +35,7 @@ from runtime_ops.store.migrate import upgrade_to_head
 from runtime_ops.store.notifications import Notifications
 from runtime_ops.store.registry import Registry
 from runtime_ops.store.requests import Requests
+from runtime_ops.store.retraining import Retraining
 from runtime_ops.store.sagas import Sagas
 from runtime_ops.store.scope import DEFAULT_PIPELINE
 from runtime_ops.store.votes import Votes
@@ -74,6 +75,7 @@ class StateStore:
         self.notifications = Notifications(engine, p, self.audit_log)
         self.alerts = Alerts(engine, p, self.requests)
         self.effects = Effects(engine, p)
+        self.retraining = Retraining(engine, p)
 
     def scoped(self, pipeline: str | None) -> StateStore:
         """A store on the same engine for `pipeline` (None: the unscoped view)."""
