@@ -73,7 +73,10 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
     # The team switches to lsa: a new candidate, gated against the endpoint model on the same questions.
     declare_pipeline(pipelines, "acme", landing, common)
     flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline="acme")
-    switch = flow.repo.get_job("acme__train_job").execute_in_process(instance=dagster_instance, raise_on_error=False)
+    # The corpus sensor sees the declared embedder differ from the newest model's and retrains once.
+    [request] = flow.tick("corpus_sensor")
+    assert request.tags["runtime_ops/retrain_trigger"] == "embedder"
+    switch = flow.run("corpus_sensor", request)
     checks = {e.check_name: e for e in switch.get_asset_check_evaluations()}
     assert checks["meets_policy"].passed and checks["human_approval"].passed, checks["meets_policy"].description
     meta = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
@@ -82,6 +85,7 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
     assert v2 != v1 and store.registry.get_model(v2)["params"]["kind"] == "lsa"
     assert store.indexes.current_index()["model_version"] == v2
     assert _meta(switch, "evaluation_report")["question_set"] == report["question_set"], "the same questions"
+    assert flow.tick("corpus_sensor") == [], "the switch retrains once"
 
 
 def test_a_sentence_transformers_pipeline_serves_offline(env, postgres_url, dagster_instance, tmp_path: Path) -> None:

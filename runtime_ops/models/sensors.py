@@ -1,9 +1,11 @@
 """The corpus sensor: retrain when the retrain policy says so (growth, drift, a request), not on every batch."""
 
+from typing import Any
+
 import dagster as dg
 
 from runtime_ops.jobs import AssetJob
-from runtime_ops.pipeline.spec import LIFECYCLE_TAG, PipelineSpec, RetrainSpec
+from runtime_ops.pipeline.spec import LIFECYCLE_TAG, EmbedderSpec, PipelineSpec, RetrainSpec
 from runtime_ops.policies.retrain import (
     Decision,
     DriftFacts,
@@ -33,14 +35,36 @@ def active_lifecycle_run(instance: dg.DagsterInstance, pipeline: str) -> str | N
     return records[0].dagster_run.run_id if records else None
 
 
-def retrain_policy(spec: RetrainSpec) -> RetrainPolicy:
+def retrain_policy(spec: RetrainSpec, *, trainable: bool = True) -> RetrainPolicy:
+    """The pipeline's retrain policy. A pretrained embedder is not fitted to the corpus, so corpus growth and drift
+    cannot make a better one: only requests (and the schedule, and a switch of embedder) retrain it."""
     return RetrainPolicy(
-        growth_fraction=spec.growth_fraction,
-        drift_threshold=spec.drift_threshold,
-        oov_threshold=spec.oov_threshold,
+        growth_fraction=spec.growth_fraction if trainable else None,
+        drift_threshold=spec.drift_threshold if trainable else None,
+        oov_threshold=spec.oov_threshold if trainable else None,
         on_alert=spec.on_alert,
         min_signal_chunks=spec.min_signal_chunks,
     )
+
+
+def embedder_switch(spec: EmbedderSpec, latest: dict[str, Any] | None) -> str | None:
+    """What the declared embedder changed from the newest model's (None: the same, or no model yet)."""
+    if latest is None:
+        return None
+    params = latest.get("params") or {}
+    kind = str(params.get("kind", "lsa"))
+    if kind != spec.kind:
+        return f"the embedder changed from {kind} to {spec.kind}"
+    declared: object = None
+    recorded: object = None
+    if spec.kind == "openai" and spec.openai is not None:
+        declared = (spec.openai.model, spec.openai.dimensions)
+        recorded = (params.get("model"), params.get("dimensions"))
+    elif spec.kind == "sentence_transformers" and spec.sentence_transformers is not None:
+        declared, recorded = spec.sentence_transformers.model, params.get("model")
+    if declared is not None and declared != recorded:
+        return f"the {spec.kind} model changed from {recorded} to {declared}"
+    return None
 
 
 def retrain_facts(store: StateStore, policy: RetrainPolicy) -> RetrainFacts:
@@ -74,7 +98,7 @@ def retrain_facts(store: StateStore, policy: RetrainPolicy) -> RetrainFacts:
 
 
 def decide_retrain(store: StateStore, spec: PipelineSpec) -> Decision:
-    policy = retrain_policy(spec.retrain)
+    policy = retrain_policy(spec.retrain, trainable=spec.embedder.trainable)
     return should_retrain(policy, retrain_facts(store, policy))
 
 
@@ -94,7 +118,8 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDef
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
         "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "
-        "or a pending retrain request; each condition once (run key). One lifecycle run at a time. New documents "
+        "a pending retrain request, or a switch of embedder in defs.yaml; each condition once (run key). One "
+        "lifecycle run at a time. New documents "
         "reach embeddings and the index with the production model through declarative automation.",
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
@@ -104,7 +129,15 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDef
         running = active_lifecycle_run(context.instance, spec.name)
         if running:
             return dg.SkipReason(f"waiting for lifecycle run {running} to finish")
-        policy = retrain_policy(spec.retrain)
+        switched = embedder_switch(spec.embedder, store.registry.latest_model())
+        if switched:
+            revision = store.ledger.corpus_revision()
+            key = f"retrain:embedder:{spec.embedder.kind}:rev{revision}"
+            context.log.info(f"retrain (embedder): {switched}; run key {key}")
+            return dg.RunRequest(
+                job_name=train_job.name, run_key=key, tags={RETRAIN_TRIGGER_TAG: "embedder", RETRAIN_KEY_TAG: key}
+            )
+        policy = retrain_policy(spec.retrain, trainable=spec.embedder.trainable)
         facts = retrain_facts(store, policy)
         decision = should_retrain(policy, facts)
         if not decision.retrain or decision.trigger is None:

@@ -6,6 +6,7 @@ assets then find up to date.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +18,9 @@ from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.store import StateStore
 
+# Chunks per page: one query, one embed call and one commit each (the unit a killed run resumes from).
 EMBED_BATCH = 256
+PROGRESS_EVERY_S = 5.0
 
 
 def embed_missing(
@@ -38,15 +41,25 @@ def embed_missing(
     counts = store.embeddings.embedding_counts(version)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0
+    last_id = 0
+    logged = time.monotonic()
     while True:
-        batch = store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH)
+        # Keyset paging: each page starts after the last chunk of the one before, so a pass over N chunks is
+        # linear, not a re-scan of every embedded chunk per page.
+        batch = store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH, after=last_id)
         if not batch:
+            if written:
+                log(f"embedded {written}/{todo} chunks with model v{version}")
             return written
+        last_id = batch[-1][0]
         vectors = embedder.embed([text for _, text in batch])
         written += store.embeddings.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
         if observe is not None:
             observe([text for _, text in batch], vectors)
-        log(f"embedded {written}/{todo} chunks with model v{version}")
+        # Progress at most every few seconds: each log line is a committed event in Dagster's event log.
+        if time.monotonic() - logged >= PROGRESS_EVERY_S:
+            log(f"embedded {written}/{todo} chunks with model v{version}")
+            logged = time.monotonic()
         failpoint("embeddings.batch")  # after the batch is committed: a fault test may kill or slow us here
 
 
