@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -52,6 +53,7 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
     assert train.success, "the first model (the endpoint's) has nothing to beat"
     store = open_store(get_settings().resolved_database_url, pipeline="acme")
     v1 = store.registry.alias("production")
+    assert v1 is not None
     model = store.registry.get_model(v1)
     assert model["params"]["kind"] == "openai" and model["params"]["dimensions"] == DIM
     assert model["params"]["api_key_env"] == "ACME_EMBEDDINGS_KEY" and KEY not in str(model["params"])
@@ -79,10 +81,10 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
     switch = flow.run("corpus_sensor", request)
     checks = {e.check_name: e for e in switch.get_asset_check_evaluations()}
     assert checks["meets_policy"].passed and checks["human_approval"].passed, checks["meets_policy"].description
-    meta = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
+    meta: dict[str, Any] = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
     assert meta["ci_low"] >= 0.02, "hash vectors retrieve nothing; lsa is clearly better"
     v2 = store.registry.alias("production")
-    assert v2 != v1 and store.registry.get_model(v2)["params"]["kind"] == "lsa"
+    assert v2 is not None and v2 != v1 and store.registry.get_model(v2)["params"]["kind"] == "lsa"
     assert store.indexes.current_index()["model_version"] == v2
     assert _meta(switch, "evaluation_report")["question_set"] == report["question_set"], "the same questions"
     assert flow.tick("corpus_sensor") == [], "the switch retrains once"
@@ -105,6 +107,7 @@ def test_a_sentence_transformers_pipeline_serves_offline(env, postgres_url, dags
     assert train.success
     store = open_store(get_settings().resolved_database_url, pipeline="acme")
     version = store.registry.alias("production")
+    assert version is not None
     params = store.registry.get_model(version)["params"]
     assert params["kind"] == "sentence_transformers" and params["dimensions"] == 384
     assert len(params["weights_digest"]) == 64, "the version is bound to the weights' digest"

@@ -67,7 +67,7 @@ def test_endpoint_writes_questions_once_per_chunk(
     asked = _asked(server)
     assert asked >= 10
     [event] = first.get_asset_materialization_events()
-    meta = {k: v.value for k, v in event.materialization.metadata.items()}
+    meta: dict[str, Any] = {k: v.value for k, v in event.materialization.metadata.items()}
     assert meta["provenance/endpoint"] >= 10 and meta["changed"] is True
     assert "endpoint writer-1 wrote" in meta["notes"]
 

@@ -58,7 +58,7 @@ def test_noise_waits_for_a_human_better_promotes_worse_fails(
     assert better.success
     checks = _checks(better)
     assert checks["meets_policy"].passed and checks["human_approval"].passed
-    meta = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
+    meta: dict[str, Any] = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
     assert meta["ci_low"] >= 0.02 and meta["ci_low"] <= meta["mean_delta"] <= meta["ci_high"]
     good = store.registry.alias("production")
     assert good != poor
