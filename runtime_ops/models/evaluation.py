@@ -159,19 +159,26 @@ def rank_documents(
         if order is not None:
             scores = scores[:, order]
         doc_scores = np.maximum.reduceat(scores, starts, axis=1)  # column j is document code j
-        if k < n_docs:
-            candidates = np.argpartition(-doc_scores, k - 1, axis=1)[:, :k]
-        else:
-            candidates = np.broadcast_to(np.arange(n_docs), doc_scores.shape).copy()
-        cand_scores = np.take_along_axis(doc_scores, candidates, axis=1)
-        within = np.lexsort((candidates, -cand_scores), axis=1)
-        best = np.take_along_axis(candidates, within, axis=1)
+        best = _top_documents(doc_scores, k)
         for row, docs in enumerate(best):
             if empty_query[start + row]:
                 ranked.append([])
             else:
                 ranked.append([doc_keys[i] for i in docs])
     return ranked
+
+
+def _top_documents(doc_scores: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the codes of the `k` best-scoring documents, best first; ties go to the lower code (the document
+    seen first in corpus order)."""
+    n_docs = doc_scores.shape[1]
+    if k < n_docs:
+        candidates = np.argpartition(-doc_scores, k - 1, axis=1)[:, :k]
+    else:
+        candidates = np.broadcast_to(np.arange(n_docs), doc_scores.shape).copy()
+    cand_scores = np.take_along_axis(doc_scores, candidates, axis=1)
+    within = np.lexsort((candidates, -cand_scores), axis=1)
+    return np.take_along_axis(candidates, within, axis=1)
 
 
 def _encode_keys(keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -326,14 +333,7 @@ class StreamingRanker:
         ranked: list[list[str]] = []
         block = max(1, _BLOCK_ELEMENTS // n_docs)
         for start in range(0, n_queries, block):
-            scores = doc_scores[start : start + block]
-            if k < n_docs:
-                candidates = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-            else:
-                candidates = np.broadcast_to(np.arange(n_docs), scores.shape).copy()
-            cand_scores = np.take_along_axis(scores, candidates, axis=1)
-            within = np.lexsort((candidates, -cand_scores), axis=1)
-            best = np.take_along_axis(candidates, within, axis=1)
+            best = _top_documents(doc_scores[start : start + block], k)
             for row, docs in enumerate(best):
                 ranked.append([] if self._empty_query[start + row] else [doc_keys[i] for i in docs])
         return ranked
