@@ -2,14 +2,8 @@
 
 import dagster as dg
 
-from runtime_ops.models.assets import (
-    PromotionConfig,
-    TrainConfig,
-    evaluate_candidate,
-    promote,
-    question_set,
-    train_candidate,
-)
+from runtime_ops.models.assets import PromotionConfig, TrainConfig, promote, train_candidate
+from runtime_ops.models.evaluate import evaluate_candidate, question_set
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import LocksResource, StateStoreResource

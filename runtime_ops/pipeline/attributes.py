@@ -31,6 +31,12 @@ def _secret_ref(value: object) -> object:
     return value
 
 
+def _http_url(value: str | None) -> str | None:
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return value or None
+
+
 class LandingAttributes(dg.Resolvable, dg.Model):
     uri: str | None = Field(
         default=None,
@@ -86,9 +92,7 @@ class OpenAIEmbedderAttributes(dg.Resolvable, dg.Model):
     @field_validator("endpoint")
     @classmethod
     def _check_endpoint(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return v
+        return _http_url(v) or v
 
 
 class SentenceTransformerAttributes(dg.Resolvable, dg.Model):
@@ -229,9 +233,7 @@ class AnswersAttributes(dg.Resolvable, dg.Model):
     @field_validator("endpoint")
     @classmethod
     def _check_endpoint(cls, v: str | None) -> str | None:
-        if v and not v.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return v or None
+        return _http_url(v)
 
 
 class RetrainAttributes(dg.Resolvable, dg.Model):

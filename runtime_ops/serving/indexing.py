@@ -125,7 +125,7 @@ def embed_missing_with_drift(
     embedder = load_embedder(store, version)
     revision = store.ledger.corpus_revision()
     drift = BatchDrift(getattr(embedder, "knows_term", None))
-    written = embed_missing(store, version, log, observe=drift.observe)
+    written = embed_missing(store, version, log, embedder=embedder, observe=drift.observe)
     if not drift.chunks or drift.batch is None:
         return written, None
     stored = store.retraining.latest_centroid(version)

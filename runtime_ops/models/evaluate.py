@@ -1,0 +1,237 @@
+"""Models: the evaluation question set, and the candidate scored against production on it for the gate."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+
+from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
+from runtime_ops.store import StateStore
+
+if TYPE_CHECKING:
+    from runtime_ops.policies.gate import GatePolicy
+
+
+def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
+    from runtime_ops.models.golden import ALIAS, build_question_set, save_question_set
+
+    previous = store.registry.alias(ALIAS)
+    started = time.monotonic()
+    try:
+        qs = build_question_set(store, spec, context.run_id)
+    except ValueError as exc:  # a malformed reviewed set: the message names the file, line and problem
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    if len(qs.gating) < 2:
+        raise dg.Failure(
+            f"pipeline {spec.name} has {len(qs.gating)} evaluation question(s): the corpus is too small to generate "
+            "questions from (land more documents) and no reviewed golden set applies to it (evaluation.golden_set)",
+            allow_retries=False,
+        )
+    qs = save_question_set(store, qs, context.run_id)
+    for note in qs.notes:
+        context.log.info(note)
+    mix = qs.mix
+    return dg.MaterializeResult(
+        metadata={
+            "version": qs.version,
+            "changed": qs.artifact_id != previous,
+            "gating_questions": dg.MetadataValue.int(len(qs.gating)),
+            "all_questions": dg.MetadataValue.int(len(qs.questions)),
+            **{f"provenance/{method}": dg.MetadataValue.int(n) for method, n in mix.items()},
+            "notes": dg.MetadataValue.md("\n".join(f"- {n}" for n in qs.notes)),
+            "sample": dg.MetadataValue.md(
+                "| id | question | relevant | method |\n|---|---|---|---|\n"
+                + "\n".join(
+                    f"| {q.question.id} | {q.question.question[:120].replace('|', '/')} | "
+                    f"{', '.join(q.question.relevant)} | {q.provenance.get('method')} |"
+                    for q in qs.questions[:10]
+                )
+            ),
+            "seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+        },
+        data_version=dg.DataVersion(qs.version[:16]),
+    )
+
+
+def evaluate_candidate(
+    context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
+) -> dg.MaterializeResult:
+    from runtime_ops.models.evaluation import comparison_markdown
+    from runtime_ops.models.golden import current_question_set
+    from runtime_ops.models.scoring import score_candidate, score_stored
+    from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, report_digest
+
+    gate = spec.gate
+    candidate_version = store.registry.alias("candidate")
+    if candidate_version is None:
+        raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
+    production_version = store.registry.alias("production")
+    candidate = store.registry.get_model(candidate_version)
+    assert candidate is not None
+    qs = current_question_set(store, spec, context.run_id)
+    questions = qs.gating
+    started = time.monotonic()
+    try:
+        cand_embedder = load_embedder(store, candidate_version, spec.embedder)
+        cand = score_candidate(store, cand_embedder, questions)
+        prod = None
+        if production_version is not None:
+            # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
+            prod = score_stored(
+                store, production_version, load_embedder(store, production_version, spec.embedder), questions
+            )
+    except ValueError as exc:
+        raise dg.Failure(
+            f"{exc}: the question set {qs.version[:12]} no longer fits the corpus; rematerialize golden_questions",
+            allow_retries=False,
+        ) from None
+    eval_s = time.monotonic() - started
+    cand_metrics = cand.means
+    prod_metrics = prod.means if prod is not None else None
+    policy = gate_policy(gate)
+    changed: list[dict[str, Any]] = []
+    if prod is not None and production_version != candidate_version:
+        text = {q.id: q.question for q in cand.questions}
+        changed = [
+            {**c.to_dict(), "question": text.get(c.id, c.id)}
+            for c in changed_questions(cand.ranked, prod.ranked, cand.questions)
+        ]
+    # Per-question values of both models on the same questions: judge decides on their paired bootstrap interval.
+    verdict = judge(
+        cand.per_question,
+        prod.per_question if prod is not None else None,
+        policy,
+        candidate_is_production=production_version == candidate_version,
+        seed=spec.evaluation.seed,
+    )
+    interval_dict: dict[str, Any] | None = None
+    if verdict.interval is not None:
+        interval_dict = {**verdict.interval.to_dict(), "metric": gate.primary_metric}
+    report = {
+        "candidate_version": candidate_version,
+        "candidate_model_digest": candidate["digest"],
+        "production_version": production_version,
+        "candidate_metrics": cand_metrics,
+        "production_metrics": prod_metrics,
+        "questions": [q.id for q in cand.questions],
+        "question_set": qs.version,
+        "interval": interval_dict,
+        "corpus_revision": store.ledger.corpus_revision(),
+    }
+    r_digest = report_digest(report)
+    c_digest = candidate_digest(candidate["digest"], r_digest)
+    markdown = comparison_markdown(
+        cand_metrics,
+        prod_metrics,
+        candidate_label=f"candidate v{candidate_version}",
+        production_label=f"production v{production_version}" if production_version else "production (none)",
+    )
+    markdown += _evidence_markdown(qs.version, qs.mix, interval_dict, changed)
+    verdict_dict = {
+        "meets_policy": verdict.meets_policy,
+        "auto_approve": verdict.auto_approve,
+        "reason": verdict.reason,
+        "delta": verdict.delta,
+        "primary_metric": gate.primary_metric,
+        "interval": interval_dict,
+        "changed_questions": changed,
+        "question_set": qs.version,
+        "provenance": qs.mix,
+    }
+    row = store.evaluations.record_eval_report(
+        candidate_version=candidate_version,
+        production_version=production_version,
+        candidate_metrics=cand_metrics,
+        production_metrics=prod_metrics,
+        verdict=verdict_dict,
+        markdown=markdown,
+        report_digest=r_digest,
+        candidate_digest=c_digest,
+        run_id=context.run_id,
+    )
+    metadata: dict[str, dg.MetadataValue | str] = {
+        name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()
+    }
+    if prod_metrics:
+        metadata.update({f"production/{n}": dg.MetadataValue.float(float(v)) for n, v in prod_metrics.items()})
+    if verdict.delta is not None:
+        metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(float(verdict.delta))
+    if interval_dict is not None:
+        metadata[f"ci_low/{gate.primary_metric}"] = dg.MetadataValue.float(float(interval_dict["low"]))
+        metadata[f"ci_high/{gate.primary_metric}"] = dg.MetadataValue.float(float(interval_dict["high"]))
+    metadata.update(
+        {
+            "report_id": dg.MetadataValue.int(row["id"]),
+            "candidate_version": dg.MetadataValue.int(candidate_version),
+            "production_version": dg.MetadataValue.int(production_version or 0),
+            "candidate_digest": c_digest,
+            "question_set": qs.version,
+            **{f"provenance/{m}": dg.MetadataValue.int(n) for m, n in qs.mix.items()},
+            "verdict": verdict.reason,
+            "evaluation_seconds": dg.MetadataValue.float(round(eval_s, 3)),
+            **usage_metadata(cand_embedder),
+            "chunks": dg.MetadataValue.int(cand.chunks),
+            "comparison": dg.MetadataValue.md(markdown),
+            "history": dg.MetadataValue.md(_history(store, candidate_version, production_version)),
+        }
+    )
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
+
+
+def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
+    """An endpoint embedder's cumulative usage (requests, retries, texts, tokens) as `usage/<counter>` metadata."""
+    usage = getattr(embedder, "usage", None)
+    if not isinstance(usage, dict):
+        return {}
+    return {f"usage/{name}": dg.MetadataValue.int(int(value)) for name, value in sorted(usage.items())}
+
+
+def _evidence_markdown(
+    version: str, mix: dict[str, int], interval: dict[str, Any] | None, changed: list[dict[str, Any]]
+) -> str:
+    from runtime_ops.policies.gate_text import changed_lines, interval_text
+
+    provenance = ", ".join(f"{n} {method}" for method, n in mix.items())
+    lines = ["", f"Question set `{version[:12]}`: {provenance}."]
+    if interval:
+        lines.append(f"Candidate minus production: {interval_text(interval)}.")
+    if changed:
+        lines.append("")
+        lines.append("Questions whose top results changed most:")
+        lines.extend(f"- {line.replace('|', '/')}" for line in changed_lines(changed))
+    return "\n".join(lines) + "\n"
+
+
+def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (numpy)
+    from runtime_ops.policies.gate import GatePolicy
+
+    return GatePolicy(
+        primary_metric=gate.primary_metric,
+        auto_approve_margin=gate.auto_approve_margin,
+        max_regression=gate.max_regression,
+        confidence=gate.confidence,
+        resamples=gate.resamples,
+    )
+
+
+def _history(store: StateStore, candidate_version: int, production_version: int | None) -> str:
+    from runtime_ops.models.history import EvaluatedVersion, history_markdown
+
+    def verdict_text(v: dict) -> str:
+        if v.get("auto_approve"):
+            return "auto-approve"
+        return "needs approval" if v.get("meets_policy") else "below policy"
+
+    versions = [
+        EvaluatedVersion(
+            version=row["candidate_version"],
+            metrics=row["candidate_metrics"],
+            verdict=verdict_text(row["verdict"] or {}),
+            production=row["candidate_version"] == production_version,
+        )
+        for row in store.evaluations.eval_history()
+    ]
+    return history_markdown(versions, highlight=candidate_version)
