@@ -19,12 +19,13 @@ def follow_upstream(partitioned_chunks: dg.AssetKey) -> dg.AutomationCondition:
     ).with_label("follow upstream (blocking checks respected)")
 
 
-# Dagster's implicit automation sensor starts STOPPED; this one is on from the first `make dev`.
-automation_sensor = dg.AutomationConditionSensorDefinition(
-    "automation_sensor",
-    target=dg.AssetSelection.all(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    description="Evaluates the assets' automation conditions of every pipeline: the serving assets follow new "
-    "documents and promotions; production_evaluation follows each promotion.",
-)
+def build_automation_sensor(minimum_interval_seconds: int = 30) -> dg.AutomationConditionSensorDefinition:
+    """Dagster's implicit automation sensor starts STOPPED; this one is on from the first `make dev`."""
+    return dg.AutomationConditionSensorDefinition(
+        "automation_sensor",
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=minimum_interval_seconds,
+        description="Evaluates the assets' automation conditions of every pipeline: the serving assets follow new "
+        "documents and promotions; production_evaluation follows each promotion.",
+    )

@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     escalate_after: timedelta | None = Field(default=timedelta(hours=4), **_env("RUNTIME_OPS_ESCALATE_AFTER"))
     expire_after: timedelta | None = Field(default=timedelta(hours=24), **_env("RUNTIME_OPS_EXPIRE_AFTER"))
     dagster_url: str = Field(default="http://127.0.0.1:3000", **_env("RUNTIME_OPS_DAGSTER_URL"))
+    # The minimum interval of every runtime_ops sensor (landing, corpus, approvals, alerts, automation), e.g. `2s`
+    # in tests and demos; unset keeps each sensor's own default (15-30 s). Dagster's daemon still ticks at most
+    # every 5 s.
+    sensor_interval: timedelta | None = Field(default=None, **_env("RUNTIME_OPS_SENSOR_INTERVAL"))
 
     # Alerts: the remediation rule file the alert sensor reads, and the bearer token Alertmanager must send.
     alert_rules: Path | None = Field(default=None, **_env("RUNTIME_OPS_ALERT_RULES"))
@@ -143,7 +147,7 @@ class Settings(BaseSettings):
     def _normalise_log_format(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("escalate_after", "expire_after", mode="before")
+    @field_validator("escalate_after", "expire_after", "sensor_interval", mode="before")
     @classmethod
     def _parse_duration(cls, v: object) -> object:
         return parse_duration(v) if isinstance(v, str) else v
@@ -189,6 +193,10 @@ class Settings(BaseSettings):
     @property
     def resolved_landing(self) -> str:
         return self.landing or str(self.resolved_home / "landing")
+
+    def sensor_seconds(self, default: int) -> int:
+        """A sensor's minimum interval: RUNTIME_OPS_SENSOR_INTERVAL when set (at least 1 s), else `default`."""
+        return max(1, round(self.sensor_interval.total_seconds())) if self.sensor_interval else default
 
     @property
     def approvers(self) -> tuple[str, ...]:

@@ -271,7 +271,7 @@ def build_alert_sensor(spec: PipelineSpec, jobs: list[Any]) -> dg.SensorDefiniti
     @dg.sensor(
         name=spec.qualified("alert_sensor"),
         jobs=jobs,
-        minimum_interval_seconds=15,
+        minimum_interval_seconds=spec.sensor_interval(15),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Takes each new firing alert of this pipeline in the inbox (POST /alerts/alertmanager; label "
         "`pipeline`, else the default pipeline) to the first matching remediation rule and launches its run once "

@@ -43,7 +43,7 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
     @dg.sensor(
         name=spec.qualified("approvals_sensor"),
         jobs=[promotion_job],
-        minimum_interval_seconds=10,
+        minimum_interval_seconds=spec.sensor_interval(10),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Announces approval requests (Slack or signed links in the log), escalates and expires them "
         "on their deadlines (running compensations once), keeps Slack messages up to date, and turns each approved "

@@ -128,7 +128,7 @@ def build_landing_sensor(spec: PipelineSpec, ingest_job: AssetJob) -> dg.SensorD
     @dg.sensor(
         name=spec.qualified("landing_sensor"),
         job=ingest_job,
-        minimum_interval_seconds=15,
+        minimum_interval_seconds=spec.sensor_interval(15),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Scans {spec.landing.uri} in key order from a cursor (or, with landing.sqs_queue_url, reads "
         "the bucket's S3 event notifications from SQS), records new object versions as one landing batch (one "

@@ -114,7 +114,7 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDef
     @dg.sensor(
         name=spec.qualified("corpus_sensor"),
         jobs=[train_job],
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=spec.sensor_interval(30),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
         "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "

@@ -149,5 +149,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         retrain=resolve_retrain(attrs.retrain, attrs.embedder.kind),
         retrain_cron=attrs.schedules.retrain_cron,
         regression_cron=attrs.schedules.regression_cron,
+        sensor_interval_s=settings.sensor_seconds(0) or None,
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

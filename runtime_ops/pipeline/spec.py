@@ -172,6 +172,8 @@ class PipelineSpec:
     retrain: RetrainSpec = field(default_factory=RetrainSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
+    # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).
+    sensor_interval_s: int | None = None
     # Where the spec was declared (for error messages and the UI): the defs.yaml path, or "" when built in code.
     source: str = ""
 
@@ -186,6 +188,10 @@ class PipelineSpec:
     def asset_path(self, name: str) -> list[str]:
         """An asset key's path: `[<pipeline>, <name>]`."""
         return [self.name, name]
+
+    def sensor_interval(self, default: int) -> int:
+        """The minimum interval of one of this pipeline's sensors: the process-wide override, else `default`."""
+        return self.sensor_interval_s or default
 
     def lock(self, name: str) -> str:
         return f"{self.name}:{name}"

@@ -42,6 +42,7 @@ def test_link_secret_is_generated_once_and_kept(tmp_path: Path) -> None:
         ("RUNTIME_OPS_AUTO_APPROVE_MARGIN", "lots", "number"),
         ("RUNTIME_OPS_MAX_REGRESSION", "1.5", "less than or equal"),
         ("RUNTIME_OPS_BATCH_MAX_OBJECTS", "50000", "less than or equal"),
+        ("RUNTIME_OPS_SENSOR_INTERVAL", "soon", "not a duration"),
     ],
 )
 def test_wrong_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str) -> None:
@@ -64,3 +65,17 @@ def test_lists_and_postgres_alias(monkeypatch: pytest.MonkeyPatch) -> None:
     s = load_settings()
     assert s.approvers == ("U1", "U2", "U3")
     assert s.resolved_database_url == "postgresql://u@h/db"
+
+
+def test_sensor_interval_overrides_every_sensor_of_the_code_location(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime_ops.definitions import build_definitions
+
+    def intervals() -> dict[str, int]:
+        defs = build_definitions(load_settings())
+        return {s.name: s.minimum_interval_seconds or 0 for s in defs.sensors or []}
+
+    defaults = intervals()
+    assert defaults["automation_sensor"] == 30 and defaults["demo__landing_sensor"] == 15
+    assert defaults["demo__corpus_sensor"] == 30 and defaults["demo__approvals_sensor"] == 10
+    monkeypatch.setenv("RUNTIME_OPS_SENSOR_INTERVAL", "2s")
+    assert intervals() == dict.fromkeys(defaults, 2)
