@@ -13,6 +13,22 @@ import pytest
 from runtime_ops_tests import servers
 from runtime_ops_tests.topology import Topology
 
+# The slowest files (minutes of waiting on subprocesses) are handed out first, so that under pytest-xdist (`make
+# test`) no worker is left running one of them alone at the end while the other idles. The rest keep their order.
+_SLOW_FIRST = (
+    "test_topology_e2e.py",
+    "test_faults.py",
+    "test_retrain_policy_flow.py",
+    "test_promotion_saga.py",
+    "test_alerts.py",
+    "test_lifecycle.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(_SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 def _session_server(factory):
     try:
