@@ -204,6 +204,36 @@ def make_production(
     }
 
 
+def make_pretrained_production(
+    url: str, model: str = "all-MiniLM-L6-v2", *, pipeline: str = PIPELINE
+) -> dict[str, Any]:
+    """Register a sentence-transformers model (its identity, as `embedding_model` does for a pretrained kind) and
+    point `production` at it; nothing is embedded."""
+    from runtime_ops.embedders.lsa import digest
+    from runtime_ops.embedders.reference import reference_bytes
+    from runtime_ops.embedders.registry import _sentence_model  # pyright: ignore[reportPrivateUsage]  # one instance per process
+    from runtime_ops.store import open_store
+
+    store = open_store(url, pipeline=pipeline)
+    embedder = _sentence_model(model, 64)
+    identity = embedder.identity()  # pyright: ignore[reportAttributeAccessIssue]  # pretrained kinds have it
+    data = reference_bytes(identity)
+    artifact_id = store.artifacts.put_artifact("embedder", data, digest(data))
+    registered, _ = store.registry.register_model(
+        digest=digest(data),
+        artifact_id=artifact_id,
+        params={**identity, "batch_size": 64},
+        n_documents=0,
+        n_chunks=0,
+        corpus_revision=store.ledger.corpus_revision(),
+        run_id=None,
+    )
+    version = int(registered["version"])
+    store.registry.set_alias("production", version, actor="bench")
+    store.engine.dispose()
+    return {"production_version": version, "dim": embedder.dim, "model": model}
+
+
 def rss_mb() -> float:
     """This process's resident set size now (Linux /proc), in MB."""
     try:

@@ -6,8 +6,10 @@ assets then find up to date.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +20,9 @@ from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.store import StateStore
 
-# Chunks per page: one query, one embed call and one commit each (the unit a killed run resumes from).
-EMBED_BATCH = 256
+# Chunks per page: one query, one embed call and one commit each (the unit a killed run resumes from). Pages of
+# 1,024 rather than 256 cut the per-page costs (statements, commits) of an lsa pass by ~10%.
+EMBED_BATCH = 1024
 PROGRESS_EVERY_S = 5.0
 
 
@@ -30,37 +33,65 @@ def embed_missing(
     *,
     embedder: TextEmbedder | None = None,
     observe: Callable[[list[str], np.ndarray], None] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> int:
     """Embed every current chunk that has no vector for `version`; returns how many were written.
 
     Each batch is committed as it is written and a chunk already embedded is never written again, so a run
     killed half-way resumes where it stopped and embeds nothing twice. `observe(texts, vectors)` sees each
-    committed batch (the drift signals of document_embeddings).
+    batch (the drift signals of document_embeddings).
+
+    The store's reads and writes run on one I/O thread while this thread embeds: page N+1 is fetched and page
+    N-1 committed while page N is embedded, so the database round trips (whose driver releases the GIL) overlap
+    the model instead of adding to it. At most one page waits to be written; a failed write is raised here.
     """
     embedder = embedder or load_embedder(store, version)
-    counts = store.embeddings.embedding_counts(version)
+    counts = counts or store.embeddings.embedding_counts(version)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0
-    last_id = 0
     logged = time.monotonic()
-    while True:
+
+    def fetch(after: int) -> list[tuple[int, str]]:
         # Keyset paging: each page starts after the last chunk of the one before, so a pass over N chunks is
         # linear, not a re-scan of every embedded chunk per page.
-        batch = store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH, after=last_id)
-        if not batch:
-            if written:
-                log(f"embedded {written}/{todo} chunks with model v{version}")
-            return written
-        last_id = batch[-1][0]
-        vectors = embedder.embed([text for _, text in batch])
-        written += store.embeddings.put_embeddings(version, zip([cid for cid, _ in batch], vectors, strict=True))
-        if observe is not None:
-            observe([text for _, text in batch], vectors)
+        return store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH, after=after)
+
+    def committed(write: Future[int]) -> None:
+        nonlocal written, logged
+        written += write.result()
         # Progress at most every few seconds: each log line is a committed event in Dagster's event log.
         if time.monotonic() - logged >= PROGRESS_EVERY_S:
             log(f"embedded {written}/{todo} chunks with model v{version}")
             logged = time.monotonic()
         failpoint("embeddings.batch")  # after the batch is committed: a fault test may kill or slow us here
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-io") as io:
+        page = io.submit(fetch, 0)
+        write: Future[int] | None = None
+        try:
+            while batch := page.result():
+                page = io.submit(fetch, batch[-1][0])
+                texts = [text for _, text in batch]
+                vectors = embedder.embed(texts)
+                if write is not None:
+                    committed(write)
+                write = io.submit(
+                    store.embeddings.put_embeddings, version, list(zip([c for c, _ in batch], vectors, strict=True))
+                )
+                if observe is not None:
+                    observe(texts, vectors)
+            if write is not None:
+                committed(write)
+                write = None
+        finally:
+            if write is not None and not write.done():
+                # Leaving on an error: the page being written still commits (it is whole and correct); wait for it
+                # so the caller never sees the store busy behind its back.
+                with contextlib.suppress(Exception):
+                    write.result()
+    if written:
+        log(f"embedded {written}/{todo} chunks with model v{version}")
+    return written
 
 
 @dataclass(frozen=True)
@@ -124,14 +155,17 @@ def embed_missing_with_drift(
     them, and their OOV rate against the model's vocabulary."""
     embedder = load_embedder(store, version)
     revision = store.ledger.corpus_revision()
+    counts = store.embeddings.embedding_counts(version)
     drift = BatchDrift(getattr(embedder, "knows_term", None))
-    written = embed_missing(store, version, log, embedder=embedder, observe=drift.observe)
+    written = embed_missing(store, version, log, embedder=embedder, observe=drift.observe, counts=counts)
     if not drift.chunks or drift.batch is None:
         return written, None
     stored = store.retraining.latest_centroid(version)
     if stored is not None:
         before = Centroid.from_bytes(*stored)
-    else:  # the model's first signal: its centroid is every vector it embedded before this pass
+    elif counts["embedded"] == 0:  # the model's first pass: nothing was embedded before it
+        before = Centroid.empty(embedder.dim)
+    else:  # the model's first signal, after vectors stored without one: read them back once
         before = _stored_centroid(store, version, embedder.dim).minus(drift.batch)
     shift = drift.shift_from(before) if before.count else None
     after = before.plus(drift.batch)

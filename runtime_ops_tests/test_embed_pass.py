@@ -1,0 +1,95 @@
+"""The embedding pass (`embed_missing`) writes page N-1 and reads page N+1 on an I/O thread while page N is
+embedded: every chunk still gets its own vector exactly once, a failure mid-way keeps what was committed, and
+the next pass finishes the rest (SQLite, the embedded store, and a real PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from bench._synth import make_production, seed_corpus
+from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
+from runtime_ops.store import StateStore, open_store
+
+CHUNKS = EMBED_BATCH * 5 + 37  # six pages, the last one short
+
+
+class Failing:
+    """The production embedder, failing on its `fail_on`-th call."""
+
+    def __init__(self, inner, fail_on: int) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.fail_on, self.calls = inner, fail_on, 0
+        self.dim = inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise RuntimeError("the model server went away")
+        return self.inner.embed(texts)
+
+
+def _stored(store: StateStore, version: int) -> dict[int, np.ndarray]:
+    return {
+        cid: np.frombuffer(raw, dtype="<f4")
+        for page in store.embeddings.iter_current_embeddings(version)
+        for cid, _, raw in page
+    }
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def corpus(request, tmp_path):  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    seed_corpus(url, CHUNKS)
+    version = make_production(url, embed=False)["production_version"]
+    store = open_store(url, pipeline="demo", migrate=False)
+    yield store, version
+    store.engine.dispose()
+
+
+def test_every_chunk_gets_its_own_vector_once(corpus) -> None:  # type: ignore[no-untyped-def]
+    store, version = corpus
+    embedder = load_embedder(store, version)
+    seen: list[int] = []
+    assert embed_missing(store, version, observe=lambda texts, vecs: seen.append(len(texts))) == CHUNKS
+    assert seen == [EMBED_BATCH] * 5 + [37]
+    stored = _stored(store, version)
+    assert len(stored) == CHUNKS
+    # Vectors are stored against the chunk they were computed from (the pages overlap on two threads).
+    texts = {cid: text for page in store.documents.iter_current_chunks() for cid, _, text in page}
+    ids = sorted(texts)
+    expected = embedder.embed([texts[cid] for cid in ids])
+    np.testing.assert_allclose(np.vstack([stored[cid] for cid in ids]), expected, rtol=1e-6, atol=1e-7)
+    assert embed_missing(store, version) == 0, "nothing is embedded twice"
+
+
+def test_a_failure_keeps_the_committed_pages_and_the_next_pass_finishes(corpus) -> None:  # type: ignore[no-untyped-def]
+    store, version = corpus
+    failing = Failing(load_embedder(store, version), fail_on=4)
+    with pytest.raises(RuntimeError, match="went away"):
+        embed_missing(store, version, embedder=failing)  # type: ignore[arg-type]
+    # Pages 1-3 were embedded; each was committed (the third while the fourth was being embedded).
+    assert store.embeddings.embedding_counts(version)["embedded"] == 3 * EMBED_BATCH
+    assert embed_missing(store, version) == CHUNKS - 3 * EMBED_BATCH
+    assert len(_stored(store, version)) == CHUNKS
+
+
+def test_a_failed_write_is_raised_and_nothing_after_it_is_written(corpus, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store, version = corpus
+    real = store.embeddings.put_embeddings
+    calls = {"n": 0}
+
+    def put(model_version, rows):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ConnectionError("database connection lost")
+        return real(model_version, rows)
+
+    monkeypatch.setattr(store.embeddings, "put_embeddings", put)
+    with pytest.raises(ConnectionError):
+        embed_missing(store, version)
+    assert store.embeddings.embedding_counts(version)["embedded"] == EMBED_BATCH
+    monkeypatch.undo()
+    assert embed_missing(store, version) == CHUNKS - EMBED_BATCH
