@@ -1,0 +1,1 @@
+"""Vector stores: one index of chunk vectors per (pipeline, model version), searched by cosine similarity."""

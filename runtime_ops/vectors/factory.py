@@ -1,0 +1,29 @@
+"""Opening a vector store from its URL: `lance:///abs/folder` (embedded) or `postgresql://…` (pgvector)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime_ops.vectors.base import VectorStore
+
+SCHEMES = ("lance://", "postgresql://", "postgresql+psycopg2://", "postgres://")
+
+
+def check_url(url: str) -> str:
+    """`url` if a vector store can be opened from it; ValueError naming the accepted forms otherwise."""
+    if not url.startswith(SCHEMES):
+        raise ValueError("must be lance:///absolute/folder (embedded) or postgresql://user:pw@host:5432/db (pgvector)")
+    if url.startswith("lance://") and not Path(url[len("lance://") :]).is_absolute():
+        raise ValueError("a lance:// URL names an absolute folder: lance:///var/lib/runtime_ops/vectors")
+    return url
+
+
+def open_vector_store(url: str) -> VectorStore:
+    check_url(url)
+    if url.startswith("lance://"):
+        from runtime_ops.vectors.lance import LanceVectorStore
+
+        return LanceVectorStore(Path(url[len("lance://") :]))
+    from runtime_ops.vectors.pgvector import PgVectorStore
+
+    return PgVectorStore(url)
