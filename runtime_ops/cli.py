@@ -97,6 +97,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from runtime_ops.locks.factory import open_locker
     from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
     from runtime_ops.saga.engine import plan, run
+    from runtime_ops.vectors.factory import pipeline_vector_store
 
     if args.approval and not args.pipeline:
         store = _request_store(args.approval)
@@ -107,15 +108,19 @@ def cmd_promote(args: argparse.Namespace) -> int:
     except PromotionRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    vectors = pipeline_vector_store(get_spec(store.pipeline).vector_store)
     if args.dry_run:
         print(f"dry run: promoting candidate v{version} ({request['id']}) would make these transitions:")
-        for line in plan(promotion_steps(store, version=version, request=request, fence=None, run_id=None), {}):
+        steps = promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=None)
+        for line in plan(steps, {}):
             print(f"  - {line}")
         print("nothing was changed")
         return 0
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with open_locker(get_settings()).hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
-        steps = promotion_steps(store, version=version, request=request, fence=lease.fence, run_id=None, log=print)
+        steps = promotion_steps(
+            store, vectors, version=version, request=request, fence=lease.fence, run_id=None, log=print
+        )
         outcome = run(
             saga_id(request), steps, {}, StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
         )
@@ -180,10 +185,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  candidate   : {candidate}   production: {production}")
         index = store.indexes.current_index()
         if index:
+            behind = store.changes.pending(int(index["synced_seq"]))
             print(
-                f"  index       : #{index['id']} model v{index['model_version']} rev {index['corpus_revision']} "
-                f"({index['n_chunks']} chunks)"
+                f"  index       : #{index['id']} model v{index['model_version']} in {index['backend']} "
+                f"{index['location']} ({index['n_chunks']} chunks, {behind} changes behind)"
             )
+        print(f"  vector store: {spec.vector_store.url or '$' + str(spec.vector_store.url_env)}")
         pending = store.requests.list_requests(status="pending")
         print(f"  pending approvals: {[r['id'] for r in pending]}")
     return 0

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     alert_rules: Path | None = Field(default=None, **_env("RUNTIME_OPS_ALERT_RULES"))
     alert_token: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_ALERT_TOKEN"))
 
+    # Where pipelines keep their vector indexes unless their defs.yaml says: lance:///folder or postgresql://...
+    vector_store: str | None = Field(default=None, **_env("RUNTIME_OPS_VECTOR_STORE"))
+
     # Where the pipelines are declared (one <name>/defs.yaml each); default: the package's runtime_ops/defs.
     pipelines_dir: Path | None = Field(default=None, **_env("RUNTIME_OPS_PIPELINES_DIR"))
 
@@ -130,6 +133,15 @@ class Settings(BaseSettings):
             raise ValueError("must be s3://bucket[/prefix] or a local folder path")
         if v.startswith("s3://") and not v[len("s3://") :].split("/", 1)[0]:
             raise ValueError("s3:// URL has no bucket name; use s3://bucket[/prefix]")
+        return v
+
+    @field_validator("vector_store")
+    @classmethod
+    def _check_vector_store(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        if not v.startswith(("lance:///", "postgresql://", "postgres://", "postgresql+psycopg2://")):
+            raise ValueError("must be lance:///absolute/folder (embedded) or postgresql://user:pw@host:5432/db")
         return v
 
     @field_validator("alert_rules", mode="before")

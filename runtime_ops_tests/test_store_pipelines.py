@@ -115,9 +115,9 @@ def test_pipelines_are_isolated(db_url: str) -> None:
     with pytest.raises(ForeignTarget, match=r"pipeline 'beta'.*belongs to pipeline 'alpha'"):
         beta.registry.set_alias("production", a["model"]["version"], actor="test")
     assert beta.registry.alias("production") == b["model"]["version"]
-    index = alpha.indexes.record_index(
-        model_version=a["model"]["version"], corpus_revision=1, n_chunks=0, artifact_id=1, run_id=None
-    )
+    index = alpha.indexes.create_index(
+        model_version=a["model"]["version"], backend="lance", location="/v", dim=8, synced_seq=0, run_id=None
+    )["id"]
     with pytest.raises(ForeignTarget):
         beta.registry.set_alias("retrieval_index", index, actor="test")
     assert beta.indexes.get_index(index) is None and alpha.indexes.get_index(index)["pipeline"] == "alpha"
@@ -209,7 +209,7 @@ def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
             for table in ("artifacts", "documents", "chunks", "eval_reports", "retrieval_indexes"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), 1)"))
     upgrade(engine)
-    assert current_revision(engine) == head_revision() == "0009"
+    assert current_revision(engine) == head_revision()
     with engine.begin() as conn:
         for table in _OWNED:
             assert conn.execute(text(f"SELECT pipeline FROM {table}")).scalars().all() == ["demo"], table

@@ -31,11 +31,13 @@ def rollback(
     from runtime_ops.alerts.rollback import RollbackRefused, run_rollback
     from runtime_ops.locks.base import LockError
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed
+    from runtime_ops.serving.assets import pipeline_vectors
 
     try:
         outcome = run_rollback(
             store,
             locker,
+            pipeline_vectors(spec),
             alert_key=config.alert_key,
             alert_ref=f"alert-{config.alert_id}",
             from_version=config.from_version,
@@ -80,9 +82,17 @@ class ReembedConfig(dg.Config):
 def reembed(context: dg.OpExecutionContext, config: ReembedConfig, store: Any, locker: Any, spec: PipelineSpec) -> None:
     from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
     from runtime_ops.locks.base import LockError
+    from runtime_ops.serving.assets import pipeline_vectors
 
     try:
-        outcome = run_reembed(store, locker, batch_id=config.batch_id, run_id=context.run_id, log=context.log.info)
+        outcome = run_reembed(
+            store,
+            locker,
+            pipeline_vectors(spec),
+            batch_id=config.batch_id,
+            run_id=context.run_id,
+            log=context.log.info,
+        )
     except ReembedRefused as exc:
         raise dg.Failure(str(exc), allow_retries=False) from None
     except LockError as exc:

@@ -1,10 +1,11 @@
-"""Re-embed: recompute the production model's vectors for one landing batch (or the whole corpus) and swap in
-the rebuilt retrieval index. No Dagster here (the op in `alerts.jobs` calls it).
+"""Re-embed: recompute the production model's vectors for one landing batch (or the whole corpus) and serve
+them. No Dagster here (the op in `alerts.jobs` calls it).
 
 The stored vectors are dropped and recomputed with the same incremental, resumable pass the serving assets use
-(`embed_missing`: a killed run resumes where it stopped). The index is rebuilt and swapped under the promotion
-lock with a fenced write, and only while production is still the model that was re-embedded: a promotion that
-happened meanwhile built its own index and wins.
+(`embed_missing`: a killed run resumes where it stopped). Under the promotion lock, and only while production is
+still the model that was re-embedded (a promotion that happened meanwhile serves its own index and wins), the new
+vectors are upserted into the serving index in place, and the alias is set with a fenced write if it pointed
+elsewhere.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from runtime_ops.locks.base import LockerBase
 from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, lock_name
 from runtime_ops.store import StateStore
+from runtime_ops.vectors.base import VectorStore
 
 
 class ReembedRefused(RuntimeError):
@@ -36,12 +38,14 @@ class ReembedOutcome:
 def run_reembed(
     store: StateStore,
     locker: LockerBase,
+    vectors: VectorStore,
     *,
     batch_id: str | None,
     run_id: str | None,
     log: Callable[[str], None] = lambda _: None,
 ) -> ReembedOutcome:
-    from runtime_ops.serving.indexing import build_index, embed_missing
+    from runtime_ops.serving.indexing import embed_missing
+    from runtime_ops.serving.vector_index import refresh_index
 
     version = store.registry.alias("production")
     if version is None:
@@ -57,19 +61,20 @@ def run_reembed(
         if store.registry.alias("production") != version:
             message = (
                 f"re-embedded {embedded} chunks of {scope} with v{version}, but production moved to "
-                f"v{store.registry.alias('production')} meanwhile: its promotion built the index, nothing swapped"
+                f"v{store.registry.alias('production')} meanwhile: its promotion serves its own index, nothing swapped"
             )
             log(message)
             return ReembedOutcome(version, batch_id, dropped, embedded, None, False, lease.fence, message)
-        built = build_index(store, version, run_id)
+        # The serving index is updated in place (upserts by chunk id): queries see old or new vectors, never none.
+        state = refresh_index(store, vectors, version, batch_id=batch_id, log=log)
         previous = store.registry.alias("retrieval_index")
-        swapped = previous != built.index_id
+        swapped = previous != state.index_id
         if swapped:
             store.registry.set_alias(
-                "retrieval_index", built.index_id, actor=f"reembed:{run_id}", run_id=run_id, fence=lease.fence
+                "retrieval_index", state.index_id, actor=f"reembed:{run_id}", run_id=run_id, fence=lease.fence
             )
-    message = f"re-embedded {embedded} chunks of {scope} with v{version}; retrieval_index " + (
-        f"#{previous} -> #{built.index_id}" if swapped else f"#{built.index_id} unchanged (identical vectors)"
+    message = f"re-embedded {embedded} chunks of {scope} with v{version}; index #{state.index_id} " + (
+        f"now serves (was #{previous})" if swapped else f"updated in place ({state.upserted} chunks)"
     )
     log(message)
-    return ReembedOutcome(version, batch_id, dropped, embedded, built.index_id, swapped, lease.fence, message)
+    return ReembedOutcome(version, batch_id, dropped, embedded, state.index_id, swapped, lease.fence, message)

@@ -18,6 +18,7 @@ from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal,
 from runtime_ops.saga.engine import run
 from runtime_ops.store import StateStore
 from runtime_ops.store.alerts import rollback_digest
+from runtime_ops.vectors.base import VectorStore
 
 ROLLBACK_ACTOR_PREFIX = "rollback:"
 
@@ -95,6 +96,7 @@ class RollbackOutcome:
 def run_rollback(
     store: StateStore,
     locker: LockerBase,
+    vectors: VectorStore,
     *,
     alert_key: str,
     alert_ref: str,
@@ -138,7 +140,10 @@ def run_rollback(
                 f"refusing to roll back: production is {now}, not v{from_version} as when the alert fired "
                 "(it was moved since); rolling back now would undo that change"
             )
-        steps = promotion_steps(store, version=to_version, request=request, fence=lease.fence, run_id=run_id, log=log)
+        # The previous model's index was kept: the swap only replays the changes since it last served.
+        steps = promotion_steps(
+            store, vectors, version=to_version, request=request, fence=lease.fence, run_id=run_id, log=log
+        )
         outcome = run(sid, steps, {}, journal, on_event=log)
     message = f"production rolled back from v{from_version} to v{to_version} (saga {outcome.saga_id})"
     return RollbackOutcome(outcome.status, sid, lease.fence, from_version, to_version, message)

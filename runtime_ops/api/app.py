@@ -8,6 +8,7 @@
 | `POST /alerts/alertmanager`, `GET /api/alerts` | `routes/alerts.py` |
 | `POST /webhooks/landing` | `routes/landing.py` |
 | `GET /metrics` | `routes/metrics.py` |
+| `POST /api/search`, `POST /api/answer` | `routes/search.py` |
 | `GET /healthz`, `GET /readyz` | `routes/health.py` |
 
 What the routes share (settings, state store, clock, link secret, Slack) is built here once and handed to
@@ -29,7 +30,7 @@ from fastapi.telemetry import TelemetryConfig
 
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
-from runtime_ops.api.routes import alerts, approval_pages, approvals, health, landing, metrics, slack
+from runtime_ops.api.routes import alerts, approval_pages, approvals, health, landing, metrics, search, slack
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
@@ -65,7 +66,8 @@ def create_app(
     app.state.ops = ops
     app.state.store = ops.store
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
-    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health):
+    search.install_search(app, ops, app.state.metrics_registry)
+    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search):
         app.include_router(module.router)
     return app
 

@@ -110,8 +110,9 @@ class Plan:
     objects: list[ObjectVersion] = field(default_factory=list)  # distinct (key, version); per key oldest first
     duplicates: int = 0  # created events whose (key, version) was already in this poll
     dropped_removed: int = 0  # created versions removed again later in the same poll
-    removals: int = 0  # removal events (acknowledged, not recorded)
+    removals: int = 0  # removal events
     latest: dict[str, str] = field(default_factory=dict)  # key -> version with the highest sequencer
+    deleted: list[str] = field(default_factory=list)  # keys whose last event in the poll is a removal
 
 
 # ----------------------------------------------------------------------------------------------- parsing
@@ -353,6 +354,13 @@ def plan_versions(
                 continue
             kept.append((order, event))
         kept.sort(key=lambda item: item[0])
+        final = ordered[-1][1]
+        if final.kind == REMOVED and (final.sequencer or not kept):
+            # The key ends deleted in this poll: its document goes, and nothing created before is ingested. (A
+            # removal without a sequencer after creations: their order is unknown, and the object's read decides.)
+            plan.deleted.append(key)
+            plan.dropped_removed += len(kept)
+            kept = []
         for _, event in kept:
             plan.objects.append(
                 ObjectVersion(key, event.version, event.size, event.event_time, event.sequencer, event.version_id)

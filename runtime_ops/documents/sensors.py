@@ -38,15 +38,16 @@ class EventTick:
     known: int = 0  # of those, already in the ledger (redeliveries, or seen by listing mode)
     duplicates: int = 0  # repeated (key, version) within the poll
     skipped: int = 0  # other bucket, outside the prefix, ignored names, created-then-deleted
-    ignored: int = 0  # test events, removals, other event types
+    ignored: int = 0  # test events, removals of keys recreated later in the poll, other event types
+    deleted: int = 0  # keys deleted at the landing whose current document was removed from the corpus
     malformed: int = 0
     delete_failed: int = 0
 
     def describe(self) -> str:
         return (
             f"{self.messages} messages: {self.versions} object versions ({self.known} already recorded, "
-            f"{self.duplicates} duplicates), {self.ignored} ignored records, {self.skipped} outside the landing, "
-            f"{self.malformed} malformed"
+            f"{self.duplicates} duplicates), {self.deleted} documents deleted, {self.ignored} ignored records, "
+            f"{self.skipped} outside the landing, {self.malformed} malformed"
         )
 
 
@@ -92,7 +93,11 @@ def drain_events(
         return key
 
     plan = plan_versions(events, key_of=key_of)
-    tick.ignored += plan.removals
+    # A key deleted at the landing stops being current, and the serving indexes drop it (the change feed).
+    for key in plan.deleted:
+        if store.documents.remove_key(key, reason="deleted at the landing (S3 ObjectRemoved event)") is not None:
+            tick.deleted += 1
+    tick.ignored += plan.removals - len(plan.deleted)
     tick.skipped += plan.dropped_removed
     tick.duplicates = plan.duplicates
     tick.versions = len(plan.objects)

@@ -79,6 +79,10 @@ class LandingSource(Protocol):
         """Write (atomically) and return the new ref."""
         ...
 
+    def delete(self, key: str) -> bool:
+        """Remove the object; False when there was none."""
+        ...
+
 
 # ----------------------------------------------------------------------------------------------- key rules
 

@@ -202,6 +202,16 @@ class LocalLandingSource:
             )
         return data
 
+    def delete(self, key: str) -> bool:
+        path = self._path(key)
+        if not self._inside_root(os.path.realpath(os.path.dirname(path))):
+            raise ValueError(f"landing key {key!r} resolves outside the landing folder (symlink)")
+        try:
+            os.remove(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
+
     def put(self, key: str, data: bytes) -> ObjectRef:
         """Atomic write: a hidden temp file in the target folder (ignored by the scan), then ``os.replace``.
 

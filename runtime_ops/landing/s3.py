@@ -177,6 +177,20 @@ class S3LandingSource:
             raise ObjectChanged(ref.key, ref.version, detail=f"read {len(data)} of {ref.size} bytes")
         return data
 
+    def delete(self, key: str) -> bool:
+        """A DeleteObject; S3 answers the same whether the key existed, so a HEAD first tells."""
+        from botocore.exceptions import ClientError
+
+        full = self.prefix + check_key(key)
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=full)
+        except ClientError as exc:
+            if _http_status(exc) == 404:
+                return False
+            raise
+        self.client.delete_object(Bucket=self.bucket, Key=full)
+        return True
+
     def put(self, key: str, data: bytes) -> ObjectRef:
         """A single PutObject (atomic in S3). ``last_modified`` comes from a HEAD of that exact ETag."""
         from botocore.exceptions import ClientError

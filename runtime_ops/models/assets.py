@@ -143,6 +143,7 @@ def promote(
     from runtime_ops.locks.base import LockError
     from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
+    from runtime_ops.serving.assets import pipeline_vectors
 
     approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
     try:
@@ -150,8 +151,9 @@ def promote(
     except PromotionRefused as exc:
         raise dg.Failure(str(exc), allow_retries=False) from None
     previous = store.registry.alias("production")
+    vectors = pipeline_vectors(spec)
     if config.dry_run:
-        steps = promotion_steps(store, version=version, request=request, fence=None, run_id=context.run_id)
+        steps = promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=context.run_id)
         lines = plan(steps, {})
         for line in lines:
             context.log.info(f"dry run: {line}")
@@ -166,7 +168,13 @@ def promote(
     try:
         with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
             steps = promotion_steps(
-                store, version=version, request=request, fence=lease.fence, run_id=context.run_id, log=context.log.info
+                store,
+                vectors,
+                version=version,
+                request=request,
+                fence=lease.fence,
+                run_id=context.run_id,
+                log=context.log.info,
             )
             outcome = run(saga_id(request), steps, {}, StoreJournal(store, context.run_id), on_event=context.log.info)
     except (LockError, SagaFailed) as exc:

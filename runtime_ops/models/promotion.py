@@ -12,8 +12,9 @@ from typing import Any
 
 from runtime_ops.faults import failpoint
 from runtime_ops.saga.engine import SagaState, Step
-from runtime_ops.serving.indexing import build_index, embed_missing
+from runtime_ops.serving.vector_index import ensure_index
 from runtime_ops.store import StateStore
+from runtime_ops.vectors.base import VectorStore
 
 
 def lock_name(pipeline: str) -> str:
@@ -51,6 +52,7 @@ def saga_id(request: dict[str, Any]) -> str:
 
 def promotion_steps(
     store: StateStore,
+    vectors: VectorStore,
     *,
     version: int,
     request: dict[str, Any],
@@ -80,14 +82,16 @@ def promotion_steps(
         log(f"compensated: production back to v{previous}")
 
     def swap_index(ctx: dict[str, Any]) -> dict[str, Any]:
-        embed_missing(store, version, log)
+        # The new model's shadow index: filled from the whole corpus (or resumed), then in step with the feed.
+        # The serving index is untouched until the alias moves, and stays intact afterwards for a rollback.
+        state = ensure_index(store, vectors, version, log=log, run_id=run_id)
         failpoint("promotion.index")
-        built = build_index(store, version, run_id)
         previous = store.registry.alias("retrieval_index")
         store.registry.set_alias(
-            "retrieval_index", built.index_id, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
+            "retrieval_index", state.index_id, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
         )
-        return {"previous_index": previous, "index_id": built.index_id}
+        log(f"retrieval_index: #{previous} -> #{state.index_id} ({state.n_chunks} chunks of model v{version})")
+        return {"previous_index": previous, "index_id": state.index_id}
 
     def undo_index(ctx: dict[str, Any], data: dict[str, Any]) -> None:
         previous = data.get("previous_index")
@@ -124,9 +128,12 @@ def promotion_steps(
     def describe_index(ctx: dict[str, Any]) -> str:
         counts = store.embeddings.embedding_counts(version)
         todo = counts["current_chunks"] - counts["embedded"]
+        row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+        what = "bring its index up to date" if row is not None and row["status"] == "ready" else "fill its index"
         return (
-            f"embed {todo} chunks with v{version}, build an index of {counts['current_chunks']} chunks, "
-            f"retrieval_index: #{store.registry.alias('retrieval_index')} -> the new index (fenced write)"
+            f"embed {todo} chunks with v{version}, {what} ({counts['current_chunks']} chunks in "
+            f"{vectors.describe()}), retrieval_index: #{store.registry.alias('retrieval_index')} -> that index "
+            "(fenced write)"
         )
 
     def describe_announce(ctx: dict[str, Any]) -> str:

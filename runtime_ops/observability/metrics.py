@@ -59,6 +59,8 @@ _LATENCY_BOUNDS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.
 _DURATION_BOUNDS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 # Approvals wait for people: minutes to days (policy decisions land in the first bucket).
 _DECISION_BOUNDS = (1.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 172800.0)
+# Queries of the ops API's search and answer routes: milliseconds (an answer through a model endpoint: seconds).
+SEARCH_BOUNDS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Lock waits: most acquisitions are uncontended (a few ms); the bounded waits end at 10 s by default.
 _LOCK_BOUNDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -174,6 +176,25 @@ _DEFS: tuple[MetricDef, ...] = (
         _LOCK_BOUNDS,
     ),
 )
+
+_SEARCH_DEFS: tuple[MetricDef, ...] = (
+    MetricDef(
+        "runtime_ops_search_latency_seconds",
+        "histogram",
+        ("pipeline", "route"),
+        "Seconds to answer POST /api/search or /api/answer in this ops API process, by pipeline and route.",
+        "api",
+        SEARCH_BOUNDS,
+    ),
+    MetricDef(
+        "runtime_ops_search_results_total",
+        "counter",
+        ("pipeline", "model_version"),
+        "Hits returned by /api/search and /api/answer in this ops API process, by the model version that served them.",
+        "api",
+    ),
+)
+_DEFS = (*_DEFS, *_SEARCH_DEFS)
 
 # The contract: the names the Grafana dashboard and the Prometheus rules use. Keep them exactly.
 METRIC_NAMES: tuple[str, ...] = tuple(d.name for d in _DEFS)

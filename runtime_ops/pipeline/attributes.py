@@ -8,6 +8,7 @@ Secrets are never literal here: a secret field takes `{env: VARIABLE_NAME}` and 
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import dagster as dg
 from pydantic import Field, field_validator, model_validator
@@ -280,6 +281,31 @@ class RetrainAttributes(dg.Resolvable, dg.Model):
         return v
 
 
+class VectorStoreAttributes(dg.Resolvable, dg.Model):
+    url: str | None = Field(
+        default=None,
+        description="Where the vectors live: lance:///absolute/folder (embedded) or postgresql://user@host:5432/db "
+        "(pgvector; the same database as the state store is fine). No password here: use url_env for a URL that "
+        "carries one. Default: RUNTIME_OPS_VECTOR_STORE, else lance://RUNTIME_OPS_HOME/vectors.",
+    )
+    url_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Name of the environment variable holding the vector store's URL (read when a run needs it).",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        if not v.startswith(("lance:///", "postgresql://", "postgres://", "postgresql+psycopg2://")):
+            raise ValueError("must be lance:///absolute/folder or postgresql://user@host:5432/db")
+        if urlsplit(v).password:
+            raise ValueError("a password is a literal secret here; put the URL in a variable and name it in url_env")
+        return v
+
+
 class ScheduleAttributes(dg.Resolvable, dg.Model):
     retrain_cron: str | None = Field(
         default="0 3 * * *",
@@ -303,6 +329,7 @@ class PipelineAttributes(dg.Model):
     answers: AnswersAttributes = Field(default_factory=AnswersAttributes)
     retrain: RetrainAttributes = Field(default_factory=RetrainAttributes)
     schedules: ScheduleAttributes = Field(default_factory=ScheduleAttributes)
+    vector_store: VectorStoreAttributes = Field(default_factory=VectorStoreAttributes)
     alert_rules: str | None = Field(
         default=None,
         description="Remediation rule file, relative to this defs.yaml. Default: RUNTIME_OPS_ALERT_RULES, else the "

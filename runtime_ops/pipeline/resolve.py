@@ -18,6 +18,7 @@ from runtime_ops.pipeline.spec import (
     PipelineSpec,
     RetrainSpec,
     SentenceTransformerSpec,
+    VectorStoreSpec,
 )
 from runtime_ops.settings import Settings, parse_duration
 
@@ -98,6 +99,15 @@ def resolve_retrain(attrs: RetrainAttributes, embedder_kind: str) -> RetrainSpec
     )
 
 
+def _vector_store(attrs: PipelineAttributes, settings: Settings) -> VectorStoreSpec:
+    vs = attrs.vector_store
+    if vs.url_env or vs.url:
+        return VectorStoreSpec(url=vs.url or "", url_env=vs.url_env)
+    if settings.vector_store:  # may carry a password: read from the variable when a run needs it
+        return VectorStoreSpec(url_env="RUNTIME_OPS_VECTOR_STORE")
+    return VectorStoreSpec(url=f"lance://{settings.resolved_home / 'vectors'}")
+
+
 def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
     landing = attrs.landing
     approvals = attrs.approvals
@@ -150,5 +160,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         retrain_cron=attrs.schedules.retrain_cron,
         regression_cron=attrs.schedules.regression_cron,
         sensor_interval_s=settings.sensor_seconds(0) or None,
+        vector_store=_vector_store(attrs, settings),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

@@ -7,6 +7,7 @@ else from the process-wide environment default, else the built-in default). The 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -158,6 +159,23 @@ class RetrainSpec:
 
 
 @dataclass(frozen=True)
+class VectorStoreSpec:
+    """Where a pipeline's vector indexes live: a URL without secrets, or the variable that holds the URL."""
+
+    url: str = ""
+    url_env: str | None = None
+
+    def resolve(self) -> str:
+        """The URL to open (read from its variable now, when it is given by one)."""
+        if self.url_env:
+            value = os.environ.get(self.url_env, "").strip()
+            if not value:
+                raise ValueError(f"{self.url_env} is not set: the pipeline's vector_store.url_env names it")
+            return value
+        return self.url
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     landing: LandingSpec
@@ -170,6 +188,7 @@ class PipelineSpec:
     approvals: ApprovalSpec = field(default_factory=ApprovalSpec)
     answers: AnswersSpec = field(default_factory=AnswersSpec)
     retrain: RetrainSpec = field(default_factory=RetrainSpec)
+    vector_store: VectorStoreSpec = field(default_factory=VectorStoreSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).

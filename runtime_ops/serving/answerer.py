@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,3 +33,22 @@ def extractive_answer(
     best = sorted(np.argsort(-scores)[:max_sentences].tolist())
     answer = " ".join(sentences[i] for i in best)
     return answer if len(answer) <= max_chars else answer[: max_chars - 1].rstrip() + "…"
+
+
+def answer_with(
+    llm: Any,
+    question: str,
+    question_vec: np.ndarray,
+    passages: Sequence[str],
+    embed: Callable[[Sequence[str]], np.ndarray],
+) -> tuple[str, str, str | None]:
+    """(answer, answerer, endpoint error): the chat endpoint's answer when there is one (`llm`, a ChatEndpoint),
+    else, or when it still fails after its retries, the extractive answer and the failure's message."""
+    from runtime_ops.http import EndpointError
+
+    if llm is not None and passages:
+        try:
+            return llm.answer(question, list(passages)), "model", None
+        except EndpointError as exc:
+            return extractive_answer(question_vec, passages, embed), "extractive", str(exc)
+    return extractive_answer(question_vec, passages, embed), "extractive", None

@@ -3,7 +3,7 @@
 import hashlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
@@ -14,9 +14,7 @@ from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
-
-if TYPE_CHECKING:  # numpy loads when an asset runs, not when the code location loads (bench/load.py)
-    import numpy as np
+from runtime_ops.vectors.base import VectorStore, VectorStoreError
 
 
 def _production_version(store: StateStore) -> int:
@@ -26,57 +24,83 @@ def _production_version(store: StateStore) -> int:
     return int(version)
 
 
-def embed_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
-    from runtime_ops.serving.indexing import embed_missing_with_drift
+def pipeline_vectors(spec: PipelineSpec) -> VectorStore:
+    """The pipeline's vector store (one per URL and process); a configuration error fails without retries."""
+    from runtime_ops.vectors.factory import pipeline_vector_store
+
+    try:
+        return pipeline_vector_store(spec.vector_store)
+    except VectorStoreError as exc:
+        raise dg.Failure(f"pipeline {spec.name}: {exc}", allow_retries=False) from None
+
+
+def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: VectorStore) -> dg.MaterializeResult:
+    from runtime_ops.policies.drift import BatchDrift
+    from runtime_ops.serving.indexing import record_drift
+    from runtime_ops.serving.vector_index import ensure_index
 
     version = _production_version(store)
     started = time.monotonic()
-    written, signal = embed_missing_with_drift(store, version, context.log.info, run_id=context.run_id)
-    after = store.embeddings.embedding_counts(version)
-    drift: dict[str, Any] = {}
+    embedder = load_embedder(store, version)
+    drift = BatchDrift(getattr(embedder, "knows_term", None))
+    state = ensure_index(
+        store, vectors, version, log=context.log.info, run_id=context.run_id, observe=drift.observe, embedder=embedder
+    )
+    signal = record_drift(store, version, drift, first=state.filled, run_id=context.run_id)
+    meta: dict[str, Any] = {}
     if signal is not None:  # what the corpus sensor's retrain policy reads (drift_signals)
-        drift["drift/chunks"] = dg.MetadataValue.int(signal.chunks)
-        drift["drift/corpus_revision"] = dg.MetadataValue.int(signal.corpus_revision)
+        meta["drift/chunks"] = dg.MetadataValue.int(signal.chunks)
+        meta["drift/corpus_revision"] = dg.MetadataValue.int(signal.corpus_revision)
         if signal.embedding_shift is not None:
-            drift["drift/embedding_shift"] = dg.MetadataValue.float(round(signal.embedding_shift, 6))
+            meta["drift/embedding_shift"] = dg.MetadataValue.float(round(signal.embedding_shift, 6))
         if signal.oov_rate is not None:
-            drift["drift/oov_rate"] = dg.MetadataValue.float(round(signal.oov_rate, 6))
+            meta["drift/oov_rate"] = dg.MetadataValue.float(round(signal.oov_rate, 6))
     return dg.MaterializeResult(
         metadata={
             "model_version": dg.MetadataValue.int(version),
-            "embedded_now": dg.MetadataValue.int(written),
-            "chunks": dg.MetadataValue.int(after["current_chunks"]),
+            "index_id": dg.MetadataValue.int(state.index_id),
+            "filled": state.filled,
+            "embedded_now": dg.MetadataValue.int(state.embedded),
+            "upserted": dg.MetadataValue.int(state.upserted),
+            "removed": dg.MetadataValue.int(state.removed),
+            "change_seq": dg.MetadataValue.int(state.synced_seq),
+            "chunks": dg.MetadataValue.int(state.n_chunks),
+            "vector_store": vectors.describe(),
             "duration_s": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
-            **drift,
+            **meta,
         }
     )
 
 
-def index_corpus(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
-    from runtime_ops.serving.indexing import build_index
+def index_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: VectorStore) -> dg.MaterializeResult:
+    from runtime_ops.serving.retention import collect
+    from runtime_ops.serving.vector_index import ensure_index
 
     version = _production_version(store)
-    try:
-        built = build_index(store, version, context.run_id)
-    except RuntimeError as exc:
-        raise dg.Failure(str(exc)) from None
+    state = ensure_index(store, vectors, version, log=context.log.info, run_id=context.run_id)
     previous = store.registry.alias("retrieval_index")
-    if previous != built.index_id:
+    if previous != state.index_id:
         store.registry.set_alias(
-            "retrieval_index", built.index_id, actor=f"run:{context.run_id}", run_id=context.run_id
+            "retrieval_index", state.index_id, actor=f"run:{context.run_id}", run_id=context.run_id
         )
+        context.log.info(f"retrieval_index: #{previous} -> #{state.index_id} (model v{version})")
+    # What old versions left behind (indexes, stored vectors), beyond production, its rollback target, the
+    # candidate and the newest few: collected here, after each change of the serving index.
+    report = collect(store, vectors, log=context.log.info)
     return dg.MaterializeResult(
         metadata={
-            "index_id": dg.MetadataValue.int(built.index_id),
+            "index_id": dg.MetadataValue.int(state.index_id),
             "previous_index_id": dg.MetadataValue.int(previous or 0),
-            "reused": built.reused,
             "model_version": dg.MetadataValue.int(version),
-            "corpus_revision": dg.MetadataValue.int(built.corpus_revision),
-            "chunks": dg.MetadataValue.int(built.n_chunks),
-            "digest": built.digest,
-            "size_bytes": dg.MetadataValue.int(built.size),
+            "chunks": dg.MetadataValue.int(state.n_chunks),
+            "change_seq": dg.MetadataValue.int(state.synced_seq),
+            "vector_store": vectors.describe(),
+            "retention/kept": ", ".join(f"v{v} ({why})" for v, why in sorted(report.plan.reasons.items())),
+            "retention/collected_versions": ", ".join(f"v{v}" for v in report.plan.collect) or "none",
+            "retention/dropped_indexes": dg.MetadataValue.int(len(report.dropped_indexes)),
+            "retention/dropped_vectors": dg.MetadataValue.int(report.dropped_vectors),
         },
-        data_version=dg.DataVersion(built.digest[:16]),
+        data_version=dg.DataVersion(f"v{version}-i{state.index_id}-s{state.synced_seq}"),
     )
 
 
@@ -92,23 +116,26 @@ def default_questions(answers: AnswersSpec) -> list[str]:
 
 
 def answer_questions(
-    context: dg.AssetExecutionContext, config: AnswersConfig, store: StateStore, answers: AnswersSpec
+    context: dg.AssetExecutionContext,
+    config: AnswersConfig,
+    store: StateStore,
+    vectors: VectorStore,
+    answers: AnswersSpec,
 ) -> dg.MaterializeResult:
     import os
 
-    from runtime_ops.serving.index import RetrievalIndex
+    from runtime_ops.serving.answerer import answer_with
+    from runtime_ops.serving.search import NoServingIndex, Searcher
 
-    meta = store.indexes.current_index()
-    if meta is None:
-        raise dg.Failure("no retrieval index yet: materialize retrieval_index first")
-    index = RetrievalIndex.from_bytes(store.artifacts.get_artifact(meta["artifact_id"]))
-    embedder = load_embedder(store, meta["model_version"])
     questions = config.questions or default_questions(answers)
     if not questions:
         raise dg.Failure("no questions: pass run config questions: [...] or ship demo/questions.txt")
-    qvecs = embedder.embed(questions)
-    hits = index.search(qvecs, config.top_k)
-    texts = store.documents.chunk_texts([cid for row in hits for cid, _ in row])
+    searcher = Searcher(store, vectors)
+    try:
+        result = searcher.search(questions, config.top_k)
+    except NoServingIndex as exc:
+        raise dg.Failure(f"{exc}: materialize retrieval_index first") from None
+    embedder = searcher.embedder(result.model_version)
     llm = None
     if answers.endpoint:
         from runtime_ops.serving.endpoint import ChatEndpoint
@@ -122,25 +149,25 @@ def answer_questions(
     pending_keys: list[tuple[str, dict[str, str]]] = []
     rows = []
     lines = ["| question | answer | sources |", "|---|---|---|"]
-    for question, qvec, row in zip(questions, qvecs, hits, strict=True):
-        passages = [texts[cid][2] for cid, _ in row if cid in texts]
-        sources = [
-            {"key": texts[cid][0], "chunk_id": cid, "score": round(score, 4)} for cid, score in row if cid in texts
-        ]
+    for question, qvec, hits in zip(questions, result.query_vectors, result.hits, strict=True):
+        sources = [{"key": h.document_key, "chunk_id": h.chunk_id, "score": round(h.score, 4)} for h in hits]
         # One answer per (index, question, answerer): a re-run or retry reuses it instead of asking again.
-        key = f"answer:{meta['id']}:{hashlib.sha256(question.encode()).hexdigest()[:24]}:{mode}"
+        key = f"answer:{result.index_id}:{hashlib.sha256(question.encode()).hexdigest()[:24]}:{mode}"
         claim = store.effects.claim_effect(key, "answer", context.run_id)
         if claim.action == "skip" and claim.result:
             answer, answerer = claim.result["answer"], claim.result["answerer"]
             reused += 1
         else:
-            answer, answerer = _answer(llm, question, qvec, passages, embedder, fallbacks, context)
+            answer, answerer, failure = answer_with(llm, question, qvec, [h.text for h in hits], embedder.embed)
+            if failure is not None:
+                fallbacks.append(failure)
+                context.log.warning(f"model endpoint failed, answering extractively: {failure}")
             rows.append(
                 {
                     "question": question,
                     "answer": answer,
                     "sources": sources,
-                    "index_id": meta["id"],
+                    "index_id": result.index_id,
                     "answerer": answerer,
                     "run_id": context.run_id,
                 }
@@ -155,42 +182,19 @@ def answer_questions(
         llm.close()
     if rows:
         store.answers.record_answers(rows)
-    for key, result in pending_keys:
-        store.effects.finish_effect(key, result)
+    for key, value in pending_keys:
+        store.effects.finish_effect(key, value)
     return dg.MaterializeResult(
         metadata={
             "questions": dg.MetadataValue.int(len(questions)),
-            "index_id": dg.MetadataValue.int(meta["id"]),
-            "model_version": dg.MetadataValue.int(meta["model_version"]),
+            "index_id": dg.MetadataValue.int(result.index_id),
+            "model_version": dg.MetadataValue.int(result.model_version),
             "answerer": "model endpoint" if llm is not None else "extractive",
             "endpoint_fallbacks": dg.MetadataValue.int(len(fallbacks)),
             "reused_answers": dg.MetadataValue.int(reused),
             "answers": dg.MetadataValue.md("\n".join(lines)),
         }
     )
-
-
-def _answer(
-    llm: Any,
-    question: str,
-    qvec: "np.ndarray",
-    passages: list[str],
-    embedder: Any,
-    fallbacks: list[str],
-    context: dg.AssetExecutionContext,
-) -> tuple[str, str]:
-    """The model endpoint's answer, or the extractive one when there is no endpoint or it failed after its
-    retries (answers stay available; the failure is logged and counted in the metadata)."""
-    from runtime_ops.http import EndpointError
-    from runtime_ops.serving.answerer import extractive_answer
-
-    if llm is not None and passages:
-        try:
-            return llm.answer(question, passages), "model"
-        except EndpointError as exc:
-            fallbacks.append(str(exc))
-            context.log.warning(f"model endpoint failed, answering extractively: {exc}")
-    return extractive_answer(qvec, passages, embedder.embed), "extractive"
 
 
 def build_serving_assets(
@@ -207,28 +211,31 @@ def build_serving_assets(
         tags={"domain": "serving"},
         retry_policy=IO_RETRY,
         automation_condition=follow,
-        description="Every current chunk embedded with the production model. Incremental and resumable: a chunk "
-        "is embedded once per model version; a killed run resumes where it stopped. Records the drift signals of "
-        "the chunks it embedded (embedding shift from the corpus centroid, OOV rate) for the retrain policy.",
+        description="The production model's vector index, kept in step with the corpus: the chunks of documents that "
+        "became current are embedded (once per model version) and upserted, documents superseded or deleted are "
+        "removed, by replaying the corpus change feed (cost grows with the changes, not the corpus). A model's "
+        "first run fills its index from the whole corpus; a killed run resumes. Records the drift signals of the "
+        "new chunks (embedding shift from the corpus centroid, OOV rate) for the retrain policy.",
     )
     @observed
     def document_embeddings(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-        return embed_corpus(context, state.store().scoped(spec.name))
+        return embed_corpus(context, state.store().scoped(spec.name), pipeline_vectors(spec))
 
     @dg.asset(
         key=spec.asset_path("retrieval_index"),
         deps=[document_embeddings],
         group_name=spec.name,
-        kinds={"numpy"},
+        kinds={"vectors"},
         tags={"domain": "serving"},
         retry_policy=IO_RETRY,
         automation_condition=follow,
-        description="The retrieval index (normalised vectors + chunk ids) for the production model, swapped in "
-        "atomically through the `retrieval_index` alias (reused when the promotion already built it).",
+        description="The index the pipeline serves (`/api/search`, `/api/answer`, rag_answers): the production "
+        "model's vector index, complete and in step, behind the `retrieval_index` alias (a promotion swaps it "
+        "to the new model's index, a rollback back; earlier indexes stay until retention collects them).",
     )
     @observed
     def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-        return index_corpus(context, state.store().scoped(spec.name))
+        return index_corpus(context, state.store().scoped(spec.name), pipeline_vectors(spec))
 
     @dg.asset(
         key=spec.asset_path("rag_answers"),
@@ -245,6 +252,6 @@ def build_serving_assets(
     def rag_answers(
         context: dg.AssetExecutionContext, config: AnswersConfig, state: StateStoreResource
     ) -> dg.MaterializeResult:
-        return answer_questions(context, config, state.store().scoped(spec.name), spec.answers)
+        return answer_questions(context, config, state.store().scoped(spec.name), pipeline_vectors(spec), spec.answers)
 
     return [document_embeddings, retrieval_index, rag_answers]

@@ -95,96 +95,36 @@ def embed_missing(
 
 
 @dataclass(frozen=True)
-class BuiltIndex:
-    index_id: int
-    model_version: int
-    corpus_revision: int
-    n_chunks: int
-    digest: str
-    size: int
-    reused: bool
-
-
-def build_index(store: StateStore, version: int, run_id: str | None) -> BuiltIndex:
-    """The index of every current chunk for `version` (recorded, not yet swapped in); reuses an identical one."""
-    from runtime_ops.embedders.lsa import digest
-    from runtime_ops.serving.index import RetrievalIndex
-
-    revision = store.ledger.corpus_revision()
-    ids: list[int] = []
-    vecs: list[np.ndarray] = []
-    for page in store.embeddings.iter_current_embeddings(version):
-        for cid, _key, raw in page:
-            ids.append(cid)
-            vecs.append(np.frombuffer(raw, dtype="<f4"))
-    counts = store.embeddings.embedding_counts(version)
-    if len(ids) != counts["current_chunks"]:
-        raise RuntimeError(
-            f"{counts['current_chunks'] - len(ids)} current chunks have no embedding for model v{version}; "
-            "embed them first (document_embeddings)"
-        )
-    matrix = np.vstack(vecs).astype("<f4") if vecs else np.zeros((0, load_embedder(store, version).dim), dtype="<f4")
-    data = RetrievalIndex(np.asarray(ids, dtype="<i8"), matrix).to_bytes()
-    index_digest = digest(data)
-    current = store.indexes.current_index()
-    if current is not None and current["model_version"] == version and current["corpus_revision"] == revision:
-        artifact_digest = store.artifacts.artifact_digest(current["artifact_id"])
-        if artifact_digest == index_digest:
-            return BuiltIndex(current["id"], version, revision, len(ids), index_digest, len(data), reused=True)
-    artifact_id = store.artifacts.put_artifact("retrieval_index", data, index_digest)
-    index_id = store.indexes.record_index(
-        model_version=version, corpus_revision=revision, n_chunks=len(ids), artifact_id=artifact_id, run_id=run_id
-    )
-    return BuiltIndex(index_id, version, revision, len(ids), index_digest, len(data), reused=False)
-
-
-@dataclass(frozen=True)
 class DriftSignal:
     model_version: int
     corpus_revision: int
     chunks: int
-    embedding_shift: float | None  # None: the model's first embedded chunks (nothing to compare against)
+    embedding_shift: float | None  # None: the model's first vectors (nothing to compare against)
     oov_rate: float | None
 
 
-def embed_missing_with_drift(
-    store: StateStore, version: int, log: Callable[[str], None] = lambda _: None, *, run_id: str | None = None
-) -> tuple[int, DriftSignal | None]:
-    """`embed_missing`, then the drift signal of what it embedded (recorded in `drift_signals`; None when it
-    embedded nothing): the embedding shift of the new chunks from the running centroid of `version` before
-    them, and their OOV rate against the model's vocabulary."""
-    embedder = load_embedder(store, version)
-    revision = store.ledger.corpus_revision()
-    counts = store.embeddings.embedding_counts(version)
-    drift = BatchDrift(getattr(embedder, "knows_term", None))
-    written = embed_missing(store, version, log, embedder=embedder, observe=drift.observe, counts=counts)
+def record_drift(
+    store: StateStore, version: int, drift: BatchDrift, *, first: bool, run_id: str | None = None
+) -> DriftSignal | None:
+    """Record the drift signal of the chunks `drift` observed (None when it observed none): their embedding shift
+    from the model's running centroid before them and their OOV rate. `first`: they are every vector of the model
+    (a fill), which sets the centroid and signals nothing."""
     if not drift.chunks or drift.batch is None:
-        return written, None
-    stored = store.retraining.latest_centroid(version)
-    if stored is not None:
-        before = Centroid.from_bytes(*stored)
-    elif counts["embedded"] == 0:  # the model's first pass: nothing was embedded before it
-        before = Centroid.empty(embedder.dim)
-    else:  # the model's first signal, after vectors stored without one: read them back once
-        before = _stored_centroid(store, version, embedder.dim).minus(drift.batch)
+        return None
+    revision = store.ledger.corpus_revision()
+    stored = None if first else store.retraining.latest_centroid(version)
+    before = Centroid.from_bytes(*stored) if stored is not None else Centroid.empty(len(drift.batch.sum))
     shift = drift.shift_from(before) if before.count else None
+    oov = None if first else drift.oov_rate
     after = before.plus(drift.batch)
-    signal = DriftSignal(version, revision, drift.chunks, shift, drift.oov_rate)
     store.retraining.record_drift_signal(
         model_version=version,
         corpus_revision=revision,
         chunks=drift.chunks,
         embedding_shift=shift,
-        oov_rate=drift.oov_rate,
+        oov_rate=oov,
         centroid_sum=after.to_bytes(),
         centroid_count=after.count,
         run_id=run_id,
     )
-    return written, signal
-
-
-def _stored_centroid(store: StateStore, version: int, dim: int) -> Centroid:
-    centroid = Centroid.empty(dim)
-    for page in store.embeddings.iter_current_embeddings(version):
-        centroid.add(np.vstack([np.frombuffer(raw, dtype="<f4") for _, _, raw in page]))
-    return centroid
+    return DriftSignal(version, revision, drift.chunks, shift, oov)

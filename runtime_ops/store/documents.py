@@ -10,6 +10,7 @@ from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
+from runtime_ops.store.changes import ADD, REMOVE, append_changes
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository, row_dict
 
@@ -100,7 +101,25 @@ class Documents(Repository):
                     insert(_C), [{"document_id": document_id, "ord": i, "text": c} for i, c in enumerate(chunk_texts)]
                 )
             conn.execute(update(_D).where(_D.c.id == document_id).values(status=status, processed_at=utcnow()))
+            # What the serving indexes must apply, committed with the change itself.
+            changes = [(d, REMOVE) for d in older] + ([(document_id, ADD)] if status == "ok" else [])
+            append_changes(conn, self.owner("store chunks"), changes)
             return status
+
+    def remove_key(self, key: str, *, reason: str) -> int | None:
+        """The key was deleted at the landing: its current version stops being current (status `deleted`) and
+        the serving indexes are told to drop it. Returns that document's id (None: no current version)."""
+        pipeline = self.owner("remove a document")
+        with self.tx() as conn:
+            cond = and_(_D.c.pipeline == pipeline, _D.c.key == key, _D.c.status == "ok")
+            ids = [int(i) for i in conn.execute(select(_D.c.id).where(cond)).scalars()]
+            if not ids:
+                return None
+            conn.execute(
+                update(_D).where(_D.c.id.in_(ids)).values(status="deleted", reason=reason, processed_at=utcnow())
+            )
+            append_changes(conn, pipeline, [(d, REMOVE) for d in ids])
+            return ids[-1]
 
     def document_counts(self) -> dict[str, int]:
         with self.tx() as conn:

@@ -4,7 +4,7 @@ Embeddings hang off chunks (of a pipeline's documents) and model versions: scope
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, delete, func, select
@@ -88,6 +88,52 @@ class Embeddings(Repository):
                 return
             yield [(r.chunk_id, r.key, bytes(r.vector)) for r in rows]
             last = rows[-1].chunk_id
+
+    def iter_current_vectors(
+        self, model_version: int, batch_size: int = 5000
+    ) -> Iterator[list[tuple[int, int, bytes]]]:
+        """(chunk_id, document_id, vector bytes) of current chunks embedded with `model_version`, by page."""
+        last = 0
+        while True:
+            with self.tx() as conn:
+                rows = conn.execute(
+                    select(_E.c.chunk_id, _C.c.document_id, _E.c.vector)
+                    .join(_C, _C.c.id == _E.c.chunk_id)
+                    .join(_D, _D.c.id == _C.c.document_id)
+                    .where(
+                        and_(
+                            _E.c.model_version == model_version,
+                            _D.c.status == "ok",
+                            _E.c.chunk_id > last,
+                            self.owned(_D),
+                        )
+                    )
+                    .order_by(_E.c.chunk_id)
+                    .limit(batch_size)
+                ).all()
+            if not rows:
+                return
+            yield [(int(r.chunk_id), int(r.document_id), bytes(r.vector)) for r in rows]
+            last = rows[-1].chunk_id
+
+    def chunks_of_documents(
+        self, model_version: int, document_ids: Sequence[int]
+    ) -> list[tuple[int, int, str, bytes | None]]:
+        """(chunk_id, document_id, text, vector bytes or None when not embedded yet) of the chunks of those
+        documents that are still current, in chunk order."""
+        if not document_ids:
+            return []
+        with self.tx() as conn:
+            rows = conn.execute(
+                select(_C.c.id, _C.c.document_id, _C.c.text, _E.c.vector)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
+                .where(and_(_C.c.document_id.in_(list(document_ids)), _D.c.status == "ok", self.owned(_D)))
+                .order_by(_C.c.id)
+            ).all()
+        return [
+            (int(r.id), int(r.document_id), str(r.text), None if r.vector is None else bytes(r.vector)) for r in rows
+        ]
 
     def drop_embeddings(self, model_version: int, *, batch_id: str | None = None) -> int:
         """Delete the stored vectors of `model_version` for one landing batch's chunks (or every chunk of the

@@ -1,10 +1,11 @@
-"""Retrieval indexes (one per model version and corpus revision) and the pipeline's current one."""
+"""Vector indexes: one row per model version and vector store, how far each has applied the change feed, and the
+pipeline's serving one (the `retrieval_index` alias)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, and_, insert, select
+from sqlalchemy import Engine, and_, insert, select, update
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import utcnow
@@ -13,34 +14,92 @@ from runtime_ops.store.scope import Repository, row_dict
 
 _I = t.retrieval_indexes
 
+FILLING, READY, DROPPED = "filling", "ready", "dropped"
+
 
 class Indexes(Repository):
     def __init__(self, engine: Engine, pipeline: str | None, registry: Registry) -> None:
         super().__init__(engine, pipeline)
         self._registry = registry
 
-    def record_index(
-        self, *, model_version: int, corpus_revision: int, n_chunks: int, artifact_id: int, run_id: str | None
-    ) -> int:
-        pipeline = self.owner("record a retrieval index")
+    def index_for(self, model_version: int, backend: str, location: str) -> dict[str, Any] | None:
+        """The live (not dropped) index of `model_version` in that vector store."""
+        with self.tx() as conn:
+            cond = and_(
+                _I.c.model_version == model_version,
+                _I.c.backend == backend,
+                _I.c.location == location,
+                _I.c.status != DROPPED,
+                self.owned(_I),
+            )
+            return row_dict(conn.execute(select(_I).where(cond).order_by(_I.c.id.desc()).limit(1)).first())
+
+    def create_index(
+        self, *, model_version: int, backend: str, location: str, dim: int, synced_seq: int, run_id: str | None
+    ) -> dict[str, Any]:
+        """A new index row (status `filling`); `synced_seq` is the change-feed position its fill starts from."""
+        pipeline = self.owner("record a vector index")
+        now = utcnow()
         with self.tx() as conn:
             res = conn.execute(
                 insert(_I).values(
                     pipeline=pipeline,
                     model_version=model_version,
-                    corpus_revision=corpus_revision,
-                    n_chunks=n_chunks,
-                    artifact_id=artifact_id,
-                    created_at=utcnow(),
+                    corpus_revision=0,
+                    n_chunks=0,
+                    artifact_id=None,
+                    created_at=now,
+                    updated_at=now,
                     run_id=run_id,
+                    backend=backend,
+                    location=location,
+                    dim=dim,
+                    synced_seq=synced_seq,
+                    status=FILLING,
                 )
             )
             assert res.inserted_primary_key is not None  # a one-row insert always has its key
-            return int(res.inserted_primary_key[0])
+            index_id = int(res.inserted_primary_key[0])
+            row = row_dict(conn.execute(select(_I).where(_I.c.id == index_id)).first())
+            assert row is not None
+            return row
+
+    def mark_synced(
+        self, index_id: int, *, synced_seq: int, n_chunks: int, corpus_revision: int, ready: bool = True
+    ) -> None:
+        """Record that the index applied the feed up to `synced_seq` (and is complete, with `ready`)."""
+        values: dict[str, Any] = {
+            "synced_seq": synced_seq,
+            "n_chunks": n_chunks,
+            "corpus_revision": corpus_revision,
+            "updated_at": utcnow(),
+        }
+        if ready:
+            values["status"] = READY
+        with self.tx() as conn:
+            conn.execute(update(_I).where(and_(_I.c.id == index_id, self.owned(_I))).values(**values))
+
+    def advance(self, index_id: int, synced_seq: int) -> None:
+        """Record the change-feed position the index has applied (after each page of a sync)."""
+        with self.tx() as conn:
+            cond = and_(_I.c.id == index_id, self.owned(_I))
+            conn.execute(update(_I).where(cond).values(synced_seq=synced_seq, updated_at=utcnow()))
+
+    def mark_dropped(self, index_id: int) -> None:
+        with self.tx() as conn:
+            cond = and_(_I.c.id == index_id, self.owned(_I))
+            conn.execute(update(_I).where(cond).values(status=DROPPED, updated_at=utcnow()))
 
     def get_index(self, index_id: int) -> dict[str, Any] | None:
         with self.tx() as conn:
             return row_dict(conn.execute(select(_I).where(and_(_I.c.id == index_id, self.owned(_I)))).first())
+
+    def list_indexes(self, *, include_dropped: bool = False) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            q = select(_I).where(self.owned(_I))
+            if not include_dropped:
+                q = q.where(_I.c.status != DROPPED)
+            return [dict(r._mapping) for r in conn.execute(q.order_by(_I.c.id))]
 
     def current_index(self) -> dict[str, Any] | None:
         """The index the scope's `retrieval_index` alias points at."""

@@ -22,6 +22,7 @@ from runtime_ops.store.alerts import Alerts
 from runtime_ops.store.answers import Answers
 from runtime_ops.store.artifacts import Artifacts
 from runtime_ops.store.audit import Audit
+from runtime_ops.store.changes import CorpusChanges
 from runtime_ops.store.deadlines import Deadlines
 from runtime_ops.store.documents import Documents
 from runtime_ops.store.effects import Effects
@@ -61,6 +62,7 @@ class StateStore:
         self.metrics = Metrics(engine, p)
         self.ledger = Ledger(engine, p, self.metrics)
         self.documents = Documents(engine, p)
+        self.changes = CorpusChanges(engine, p)
         self.artifacts = Artifacts(engine, p)
         self.registry = Registry(engine, p)
         self.sagas = Sagas(engine, p)

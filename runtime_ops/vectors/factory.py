@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
-from runtime_ops.vectors.base import VectorStore
+from runtime_ops.pipeline.spec import VectorStoreSpec
+from runtime_ops.vectors.base import VectorStore, VectorStoreError
 
 SCHEMES = ("lance://", "postgresql://", "postgresql+psycopg2://", "postgres://")
 
@@ -27,3 +29,25 @@ def open_vector_store(url: str) -> VectorStore:
     from runtime_ops.vectors.pgvector import PgVectorStore
 
     return PgVectorStore(url)
+
+
+_SHARED: dict[str, VectorStore] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_vector_store(url: str) -> VectorStore:
+    """One store per URL in this process (its connections or open tables are reused by every caller)."""
+    with _SHARED_LOCK:
+        store = _SHARED.get(url)
+        if store is None:
+            store = _SHARED[url] = open_vector_store(url)
+        return store
+
+
+def pipeline_vector_store(spec: VectorStoreSpec) -> VectorStore:
+    """The vector store a pipeline declares (`vector_store:` in its defs.yaml, or the process default)."""
+    try:
+        url = spec.resolve()
+        return shared_vector_store(check_url(url))
+    except ValueError as exc:
+        raise VectorStoreError(f"vector_store: {exc}") from None

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from runtime_ops.api.deps import SettingsDep
+from runtime_ops.api.deps import SettingsDep, StoreDep
 from runtime_ops.landing import is_ignored_key, open_landing
 
 HEADER = "X-Runtime-Ops-Token"
@@ -43,13 +43,22 @@ class LandingObject(BaseModel):
 
 
 class LandingRequest(BaseModel):
-    objects: list[LandingObject] = Field(min_length=1, max_length=1000)
+    objects: list[LandingObject] = Field(default_factory=list, max_length=1000)
+    # Keys to delete from the landing: their documents stop being current and leave the serving indexes.
+    deleted: list[str] = Field(default_factory=list, max_length=1000)
+
+    @model_validator(mode="after")
+    def _something(self) -> LandingRequest:
+        if not self.objects and not self.deleted:
+            raise ValueError("give objects to land, keys to delete, or both")
+        return self
 
 
 @router.post("/webhooks/landing")
 def land(
     payload: dict[str, Any],
     settings: SettingsDep,
+    store: StoreDep,
     token: str | None = Header(None, alias=HEADER),
     pipeline: str | None = Query(None, description="the pipeline whose landing receives the objects"),
 ) -> JSONResponse:
@@ -76,7 +85,8 @@ def land(
         return JSONResponse({"error": f"over {limit}: {too_big}"}, 413)
     source = open_landing(spec.landing.uri, endpoint_url=settings.aws_endpoint_url)
     # Validate every key before writing any, so a bad key leaves nothing half-landed.
-    bad = [k for k, _ in blobs if is_ignored_key(k) or ".." in k.split("/") or k.startswith("/")]
+    keys = [k for k, _ in blobs] + request.deleted
+    bad = [k for k in keys if not k or is_ignored_key(k) or ".." in k.split("/") or k.startswith("/")]
     if bad:
         return JSONResponse({"error": f"keys the landing would ignore or that escape it: {bad}"}, 400)
     landed = []
@@ -86,4 +96,14 @@ def land(
         except ValueError as exc:
             return JSONResponse({"error": str(exc), "landed": landed}, 400)
         landed.append({"key": ref.key, "version": ref.version, "size": ref.size})
-    return JSONResponse({"pipeline": spec.name, "landed": landed}, 202)
+    deleted = []
+    if request.deleted:
+        documents = store.scoped(spec.name).documents
+        for key in request.deleted:
+            try:
+                removed_object = source.delete(key)
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc), "landed": landed, "deleted": deleted}, 400)
+            document = documents.remove_key(key, reason="deleted through the landing webhook")
+            deleted.append({"key": key, "object_deleted": removed_object, "document_removed": document is not None})
+    return JSONResponse({"pipeline": spec.name, "landed": landed, "deleted": deleted}, 202)

@@ -152,6 +152,9 @@ chunk_embeddings = Table(
     Column("vector", LargeBinary, nullable=False),
 )
 
+# One row per vector index: the vectors of one model version in one vector store (backend + location), kept in
+# step with the corpus through the change feed (`synced_seq`). Rows of backend `blob` are the whole-matrix
+# artifacts of schema 0009 and earlier, kept so old answers keep their reference.
 retrieval_indexes = Table(
     "retrieval_indexes",
     metadata,
@@ -160,9 +163,39 @@ retrieval_indexes = Table(
     Column("model_version", Integer, ForeignKey("model_versions.version"), nullable=False),
     Column("corpus_revision", Integer, nullable=False),
     Column("n_chunks", Integer, nullable=False),
-    Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
+    Column("artifact_id", Integer, ForeignKey("artifacts.id")),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("run_id", String(64)),
+    Column("backend", String(16), nullable=False, server_default="blob"),
+    Column("location", String(1024), nullable=False, server_default=""),
+    Column("dim", Integer),
+    Column("synced_seq", BigInteger, nullable=False, server_default="0"),
+    Column("status", String(16), nullable=False, server_default="ready"),
+    Column("updated_at", UTCDateTime()),
+    Index("ix_retrieval_indexes_pipeline_version", "pipeline", "model_version"),
+)
+
+# The corpus change feed: a row per document that became current (`add`) or stopped being current (`remove`:
+# superseded by a newer version, deleted at the landing). `seq` is per pipeline and follows commit order (it is
+# taken from `change_counters` under a row lock held until the change commits), so an index that applied every
+# change up to `seq` N never misses one below it. Indexes replay the feed from their `synced_seq`.
+corpus_changes = Table(
+    "corpus_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
+    Column("seq", BigInteger, nullable=False),
+    Column("document_id", Integer, ForeignKey("documents.id"), nullable=False),
+    Column("op", String(8), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("pipeline", "seq", name="uq_corpus_changes_pipeline_seq"),
+)
+
+change_counters = Table(
+    "change_counters",
+    metadata,
+    Column("pipeline", String(64), primary_key=True),
+    Column("seq", BigInteger, nullable=False),
 )
 
 answers = Table(

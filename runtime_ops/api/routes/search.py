@@ -1,0 +1,178 @@
+"""`POST /api/search` and `POST /api/answer`: applications query a pipeline's production index.
+
+Each request reads the pipeline's `retrieval_index` alias once and is answered from that index alone, so a response
+never mixes two model versions, also while a promotion or rollback swaps the alias. Handlers are plain `def`s:
+embedding the query and reading the vector store block, so they run in the thread pool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime_ops.api.deps import OpsContext, get_ops
+from runtime_ops.observability.metrics import METRICS
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.serving.search import MAX_K, NoServingIndex, Searcher
+from runtime_ops.vectors.base import VectorStoreError
+
+router = APIRouter(tags=["search"])
+
+MAX_QUERY_CHARS = 2000
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words.")
+    k: int = Field(default=5, ge=1, le=MAX_K, description="How many chunks to return.")
+    pipeline: str | None = Field(default=None, description="Which pipeline (default: the only one, or `demo`).")
+
+
+class AnswerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=4, ge=1, le=20, description="How many chunks the answer is drawn from.")
+    pipeline: str | None = None
+
+
+class Searchers:
+    """One Searcher per pipeline for the app's lifetime (embedders and vector store connections are reused)."""
+
+    def __init__(self, ops: OpsContext) -> None:
+        self.ops = ops
+        self._lock = threading.Lock()
+        self._by_name: dict[str, tuple[PipelineSpec, Searcher]] = {}
+        self._specs: dict[str, PipelineSpec] | None = None
+
+    def specs(self) -> dict[str, PipelineSpec]:
+        if self._specs is None:
+            from runtime_ops.components.loading import load_specs
+
+            self._specs = load_specs(self.ops.settings)
+        return self._specs
+
+    def get(self, name: str | None) -> tuple[PipelineSpec, Searcher]:
+        specs = self.specs()
+        if name is None:
+            name = next(iter(specs)) if len(specs) == 1 else "demo" if "demo" in specs else None
+            if name is None:
+                raise HTTPException(400, f"several pipelines are declared ({', '.join(sorted(specs))}): name one")
+        if name not in specs:
+            raise HTTPException(404, f"no pipeline named {name!r}; declared: {', '.join(sorted(specs))}")
+        with self._lock:
+            found = self._by_name.get(name)
+            if found is None:
+                from runtime_ops.vectors.factory import pipeline_vector_store
+
+                spec = specs[name]
+                try:
+                    vectors = pipeline_vector_store(spec.vector_store)
+                except VectorStoreError as exc:
+                    raise HTTPException(503, f"pipeline {name}: {exc}") from None
+                found = self._by_name[name] = (spec, Searcher(self.ops.store.scoped(name), vectors))
+        return found
+
+
+class SearchMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        lat = METRICS["runtime_ops_search_latency_seconds"]
+        res = METRICS["runtime_ops_search_results_total"]
+        self.latency = Histogram(lat.name, lat.help, list(lat.labels), buckets=list(lat.buckets), registry=registry)
+        self.results = Counter(res.name.removesuffix("_total"), res.help, list(res.labels), registry=registry)
+
+
+def install_search(app: FastAPI, ops: OpsContext, registry: CollectorRegistry) -> None:
+    app.state.searchers = Searchers(ops)
+    app.state.search_metrics = SearchMetrics(registry)
+
+
+async def _searchers(request: Request) -> Searchers:
+    searchers: Searchers = request.app.state.searchers
+    return searchers
+
+
+async def _metrics(request: Request) -> SearchMetrics:
+    metrics: SearchMetrics = request.app.state.search_metrics
+    return metrics
+
+
+def _served(spec: PipelineSpec, searcher: Searcher, queries: list[str], k: int) -> Any:
+    try:
+        return searcher.search(queries, k)
+    except NoServingIndex as exc:
+        raise HTTPException(503, str(exc)) from None
+    except VectorStoreError as exc:
+        raise HTTPException(503, f"pipeline {spec.name}: vector store unavailable: {exc}") from None
+
+
+@router.post("/api/search")
+def search(
+    body: SearchRequest,
+    searchers: Annotated[Searchers, Depends(_searchers)],
+    metrics: Annotated[SearchMetrics, Depends(_metrics)],
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    spec, searcher = searchers.get(body.pipeline)
+    result = _served(spec, searcher, [body.query], body.k)
+    hits = result.hits[0]
+    took = time.perf_counter() - started
+    metrics.latency.labels(spec.name, "search").observe(took)
+    metrics.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+    return {
+        "pipeline": result.pipeline,
+        "model_version": result.model_version,
+        "index_id": result.index_id,
+        "results": [h.as_dict() for h in hits],
+        "took_ms": round(took * 1000, 2),
+    }
+
+
+@router.post("/api/answer")
+def answer(
+    body: AnswerRequest,
+    searchers: Annotated[Searchers, Depends(_searchers)],
+    metrics: Annotated[SearchMetrics, Depends(_metrics)],
+    ops: Annotated[OpsContext, Depends(get_ops)],
+) -> dict[str, Any]:
+    from runtime_ops.serving.answerer import answer_with
+
+    started = time.perf_counter()
+    spec, searcher = searchers.get(body.pipeline)
+    result = _served(spec, searcher, [body.question], body.k)
+    hits = result.hits[0]
+    llm = None
+    if spec.answers.endpoint:
+        from runtime_ops.serving.endpoint import ChatEndpoint
+
+        key = os.environ.get(spec.answers.api_key_env) if spec.answers.api_key_env else None
+        llm = ChatEndpoint(spec.answers.endpoint, api_key=key or None, model=spec.answers.model, timeout_s=20.0)
+    try:
+        embedder = searcher.embedder(result.model_version)
+        text, answerer, failure = answer_with(
+            llm, body.question, result.query_vectors[0], [h.text for h in hits], embedder.embed
+        )
+    finally:
+        if llm is not None:
+            llm.close()
+    took = time.perf_counter() - started
+    metrics.latency.labels(spec.name, "answer").observe(took)
+    metrics.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+    return {
+        "pipeline": result.pipeline,
+        "model_version": result.model_version,
+        "index_id": result.index_id,
+        "answer": text,
+        "answerer": answerer,
+        "endpoint_error": failure,
+        "sources": [
+            {"chunk_id": h.chunk_id, "document_key": h.document_key, "title": h.title, "score": round(h.score, 6)}
+            for h in hits
+        ],
+        "took_ms": round(took * 1000, 2),
+    }

@@ -1,0 +1,70 @@
+"""Collecting what old model versions leave behind: their vector indexes and their stored vectors (glue).
+
+The plan (`runtime_ops.policies.retention`) protects production, the rollback target, the candidate and versions
+awaiting approval; everything else beyond the newest few is dropped from the vector store and the state store.
+Run under the promotion lock by the caller, so no promotion or rollback moves an alias meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from runtime_ops.policies.retention import RetentionPlan, RetentionPolicy, plan_retention
+from runtime_ops.store import StateStore
+from runtime_ops.vectors.base import IndexName, VectorStore
+
+
+@dataclass
+class RetentionReport:
+    plan: RetentionPlan
+    dropped_indexes: list[int] = field(default_factory=list)  # index row ids
+    dropped_vectors: int = 0  # stored chunk vectors deleted
+    dry_run: bool = False
+
+    def describe(self) -> str:
+        kept = ", ".join(f"v{v} ({why})" for v, why in sorted(self.plan.reasons.items()))
+        gone = ", ".join(f"v{v}" for v in self.plan.collect) or "nothing"
+        verb = "would collect" if self.dry_run else "collected"
+        return f"retention: kept {kept or 'nothing'}; {verb} {gone}"
+
+
+def retention_plan(store: StateStore, policy: RetentionPolicy) -> RetentionPlan:
+    history = [int(h["new_target"]) for h in store.registry.alias_history("production") if h["new_target"] is not None]
+    pending = [int(r["candidate_version"]) for r in store.requests.list_requests(status="pending")]
+    return plan_retention(
+        [int(m["version"]) for m in store.registry.models()],
+        production=store.registry.alias("production"),
+        production_history=history,
+        candidate=store.registry.alias("candidate"),
+        pending=pending,
+        policy=policy,
+    )
+
+
+def collect(
+    store: StateStore,
+    vectors: VectorStore,
+    policy: RetentionPolicy = RetentionPolicy(),
+    *,
+    dry_run: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> RetentionReport:
+    plan = retention_plan(store, policy)
+    report = RetentionReport(plan, dry_run=dry_run)
+    serving = store.registry.alias("retrieval_index")
+    assert store.pipeline is not None, "retention is per pipeline: a scoped store"
+    for row in store.indexes.list_indexes():
+        version = int(row["model_version"])
+        if version not in plan.collect or row["id"] == serving:
+            continue
+        if not dry_run:
+            if row["backend"] == vectors.kind and row["location"] == vectors.describe():
+                vectors.drop(IndexName(store.pipeline, version))
+            store.indexes.mark_dropped(int(row["id"]))
+        report.dropped_indexes.append(int(row["id"]))
+    for version in plan.collect:
+        if not dry_run:
+            report.dropped_vectors += store.embeddings.drop_embeddings(version)
+    log(report.describe() + (f" ({report.dropped_vectors} stored vectors deleted)" if not dry_run else ""))
+    return report

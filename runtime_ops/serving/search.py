@@ -1,0 +1,104 @@
+"""Querying a pipeline's serving index (glue: state store + vector store + the production embedder).
+
+The `retrieval_index` alias is read once per request and that index answers the whole request, so a request
+never mixes two model versions, also while a promotion or rollback swaps the alias: the index it read stays
+intact (retention never drops the serving index or the rollback target).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_ops.embedders.base import TextEmbedder
+from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.store import StateStore
+from runtime_ops.vectors.base import IndexName, VectorStore
+
+MAX_K = 100
+
+
+class NoServingIndex(LookupError):
+    """The pipeline serves no index yet, or its index lives in another vector store than the one configured."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    chunk_id: int
+    document_key: str
+    title: str
+    score: float
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "document_key": self.document_key,
+            "title": self.title,
+            "score": round(self.score, 6),
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    pipeline: str
+    model_version: int
+    index_id: int
+    hits: list[list[SearchHit]]  # one list per query
+    query_vectors: Any  # numpy array: what the extractive answerer scores sentences against
+
+
+class Searcher:
+    """Answers queries of one pipeline from its serving index; embedders are loaded once per model version."""
+
+    def __init__(self, store: StateStore, vectors: VectorStore) -> None:
+        if store.pipeline is None:
+            raise ValueError("a Searcher serves one pipeline: pass a scoped store")
+        self.store, self.vectors = store, vectors
+        self._embedders: dict[int, TextEmbedder] = {}
+        self._lock = threading.Lock()
+
+    def embedder(self, version: int) -> TextEmbedder:
+        with self._lock:
+            found = self._embedders.get(version)
+        if found is None:
+            found = load_embedder(self.store, version)
+            with self._lock:
+                self._embedders[version] = found
+        return found
+
+    def serving_index(self) -> dict[str, Any]:
+        row = self.store.indexes.current_index()
+        if row is None:
+            raise NoServingIndex(f"pipeline {self.store.pipeline!r} serves no index yet (no retrieval_index)")
+        if row["backend"] != self.vectors.kind or row["location"] != self.vectors.describe():
+            raise NoServingIndex(
+                f"pipeline {self.store.pipeline!r} serves index #{row['id']} from {row['backend']} "
+                f"{row['location']!r}, not from its configured vector store {self.vectors.describe()!r}: "
+                "materialize retrieval_index to build it there"
+            )
+        return row
+
+    def search(self, queries: Sequence[str], k: int) -> SearchResult:
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
+        row = self.serving_index()  # read once: this index answers every query of the request
+        version = int(row["model_version"])
+        embedder = self.embedder(version)
+        vectors = embedder.embed(list(queries))
+        assert self.store.pipeline is not None
+        index = self.vectors.open(IndexName(self.store.pipeline, version), int(row["dim"] or embedder.dim))
+        found = index.search(vectors, k)
+        texts = self.store.documents.chunk_texts(sorted({h.chunk_id for hits in found for h in hits}))
+        hits = [
+            [
+                SearchHit(h.chunk_id, texts[h.chunk_id][0], texts[h.chunk_id][1], h.score, texts[h.chunk_id][2])
+                for h in query_hits
+                if h.chunk_id in texts
+            ]
+            for query_hits in found
+        ]
+        return SearchResult(self.store.pipeline, version, int(row["id"]), hits, vectors)

@@ -1,0 +1,219 @@
+"""Keeping a model version's vector index in step with the corpus (glue over the state store and a vector store).
+
+- `fill_index`: a complete index of a version (a new model's shadow index, or the first one of a pipeline): every
+  current chunk is embedded (once per version, `embed_missing`) and upserted, then the change feed is replayed from
+  where the fill started. Resumable: a killed fill is resumed by the next call (upserts are idempotent).
+- `sync_index`: an index that is already complete applies the change feed since its `synced_seq`: the chunks of
+  documents that became current are embedded (only those without a vector) and upserted, documents that stopped
+  being current are deleted. Cost: O(changes), whatever the corpus size.
+- `ensure_index` does whichever is needed. Both commit the feed position only after the index writes, so a crash
+  in between replays (idempotent) instead of skipping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_ops.embedders.base import TextEmbedder
+from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.faults import failpoint
+from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
+from runtime_ops.store import StateStore
+from runtime_ops.store.changes import ADD, REMOVE
+from runtime_ops.store.indexes import READY
+from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
+
+Log = Callable[[str], None]
+Observe = Callable[[list[str], np.ndarray], None]
+
+# Changes applied per step of a sync (each step: one feed read, one upsert and one delete, then the position).
+FEED_PAGE = 500
+
+
+@dataclass(frozen=True)
+class IndexState:
+    index_id: int
+    model_version: int
+    filled: bool  # this call (re)filled the index from the whole corpus
+    embedded: int  # chunks embedded by this call
+    upserted: int
+    removed: int
+    synced_seq: int
+    n_chunks: int
+
+
+def _vectors(raw: list[bytes | None], dim: int) -> np.ndarray:
+    return np.vstack([np.frombuffer(r, dtype="<f4") for r in raw if r is not None]).reshape(-1, dim)
+
+
+def _index_name(store: StateStore, version: int) -> IndexName:
+    assert store.pipeline is not None, "vector indexes belong to one pipeline: use a scoped store"
+    return IndexName(store.pipeline, version)
+
+
+def ensure_index(
+    store: StateStore,
+    vectors: VectorStore,
+    version: int,
+    *,
+    log: Log = lambda _: None,
+    run_id: str | None = None,
+    observe: Observe | None = None,
+    embedder: TextEmbedder | None = None,
+) -> IndexState:
+    """The index of `version` in `vectors`, complete and in step with the corpus (filled or synced as needed)."""
+    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    if row is None or row["status"] != READY:
+        return fill_index(store, vectors, version, log=log, run_id=run_id, observe=observe, embedder=embedder)
+    return sync_index(store, vectors, version, log=log, observe=observe, embedder=embedder)
+
+
+def fill_index(
+    store: StateStore,
+    vectors: VectorStore,
+    version: int,
+    *,
+    log: Log = lambda _: None,
+    run_id: str | None = None,
+    observe: Observe | None = None,
+    embedder: TextEmbedder | None = None,
+) -> IndexState:
+    embedder = embedder or load_embedder(store, version)
+    name = _index_name(store, version)
+    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    if row is None:
+        # The feed position before the fill reads the corpus: changes committed during the fill are replayed.
+        row = store.indexes.create_index(
+            model_version=version,
+            backend=vectors.kind,
+            location=vectors.describe(),
+            dim=embedder.dim,
+            synced_seq=store.changes.head(),
+            run_id=run_id,
+        )
+        log(f"new {vectors.kind} index of model v{version} ({name.table}) in {vectors.describe()}")
+    index = vectors.open(name, embedder.dim, create=True)
+    embedded = embed_missing(store, version, log, embedder=embedder)
+    upserted = 0
+    for page in store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4):
+        vecs = _vectors([r for _, _, r in page], index.dim)
+        index.upsert([c for c, _, _ in page], [d for _, d, _ in page], vecs)
+        if observe is not None:  # every vector of the model: its centroid (no texts: a fill signals no OOV)
+            observe([], vecs)
+        upserted += len(page)
+        failpoint("index.fill")
+    log(f"index of model v{version}: {upserted} chunks upserted, replaying changes since #{row['synced_seq']}")
+    state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, observe, embedder)
+    index.optimize()
+    n = index.count()
+    store.indexes.mark_synced(
+        row["id"], synced_seq=state.synced_seq, n_chunks=n, corpus_revision=store.ledger.corpus_revision(), ready=True
+    )
+    return IndexState(
+        row["id"],
+        version,
+        True,
+        embedded + state.embedded,
+        upserted + state.upserted,
+        state.removed,
+        state.synced_seq,
+        n,
+    )
+
+
+def sync_index(
+    store: StateStore,
+    vectors: VectorStore,
+    version: int,
+    *,
+    log: Log = lambda _: None,
+    observe: Observe | None = None,
+    embedder: TextEmbedder | None = None,
+) -> IndexState:
+    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    if row is None or row["status"] != READY:
+        raise LookupError(f"model v{version} has no complete index in {vectors.describe()}: fill it first")
+    embedder = embedder or load_embedder(store, version)
+    index = vectors.open(_index_name(store, version), int(row["dim"] or embedder.dim))
+    state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, observe, embedder)
+    if state.synced_seq == row["synced_seq"]:
+        return IndexState(row["id"], version, False, 0, 0, 0, state.synced_seq, int(row["n_chunks"]))
+    n = index.count()
+    store.indexes.mark_synced(
+        row["id"], synced_seq=state.synced_seq, n_chunks=n, corpus_revision=store.ledger.corpus_revision()
+    )
+    return IndexState(row["id"], version, False, state.embedded, state.upserted, state.removed, state.synced_seq, n)
+
+
+def _apply_feed(
+    store: StateStore,
+    index: VectorIndex,
+    version: int,
+    since: int,
+    index_id: int,
+    log: Log,
+    observe: Observe | None,
+    embedder: TextEmbedder,
+) -> IndexState:
+    """Apply every change after `since`, a page at a time, recording the position after each page."""
+    embedded = upserted = removed = 0
+    position = since
+    while changes := store.changes.since(position, FEED_PAGE):
+        added = sorted({c.document_id for c in changes if c.op == ADD})
+        gone = sorted({c.document_id for c in changes if c.op == REMOVE})
+        # A document added then removed within the page is simply gone: the chunks query returns only current ones.
+        rows = store.embeddings.chunks_of_documents(version, added)
+        todo = [(cid, text) for cid, _, text, raw in rows if raw is None]
+        fresh: dict[int, bytes] = {}
+        for start in range(0, len(todo), EMBED_BATCH):
+            page = todo[start : start + EMBED_BATCH]
+            vecs = embedder.embed([text for _, text in page])
+            store.embeddings.put_embeddings(version, zip([c for c, _ in page], vecs, strict=True))
+            fresh.update((cid, np.asarray(v, dtype="<f4").tobytes()) for (cid, _), v in zip(page, vecs, strict=True))
+            embedded += len(page)
+        if rows:
+            vecs = _vectors([fresh.get(cid, vec) for cid, _, _, vec in rows], index.dim)
+            index.upsert([r[0] for r in rows], [r[1] for r in rows], vecs)
+            if observe is not None:  # every chunk that became current, embedded now or before (by an evaluation)
+                observe([r[2] for r in rows], vecs)
+            upserted += len(rows)
+        if gone:
+            removed += index.delete_documents(gone)
+        failpoint("index.sync")
+        position = changes[-1].seq
+        store.indexes.advance(index_id, position)
+    if position != since:
+        log(f"index of model v{version}: applied changes #{since + 1}-#{position}: {upserted} chunks upserted "
+            f"({embedded} embedded now), {removed} removed")  # fmt: skip
+    return IndexState(index_id, version, False, embedded, upserted, removed, position, 0)
+
+
+def refresh_index(
+    store: StateStore, vectors: VectorStore, version: int, *, batch_id: str | None, log: Log = lambda _: None
+) -> IndexState:
+    """Upsert the stored vectors of `version` again (one landing batch's documents, or every current chunk): after
+    a re-embedding replaced them, the index serves the new ones. A version without a complete index is filled."""
+    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    if row is None or row["status"] != READY:
+        return fill_index(store, vectors, version, log=log)
+    index = vectors.open(_index_name(store, version), int(row["dim"]))
+    upserted = 0
+    if batch_id is None:
+        pages = store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4)
+    else:
+        docs = [int(d["id"]) for d in store.documents.batch_documents(batch_id) if d["status"] == "ok"]
+        rows = store.embeddings.chunks_of_documents(version, docs)
+        pages = iter([[(c, d, raw) for c, d, _, raw in rows if raw is not None]])
+    for page in pages:
+        if page:
+            index.upsert([c for c, _, _ in page], [d for _, d, _ in page], _vectors([r for _, _, r in page], index.dim))
+            upserted += len(page)
+    log(f"index #{row['id']} of model v{version}: {upserted} chunks upserted again")
+    n = index.count()
+    store.indexes.mark_synced(
+        row["id"], synced_seq=int(row["synced_seq"]), n_chunks=n, corpus_revision=store.ledger.corpus_revision()
+    )
+    return IndexState(row["id"], version, False, 0, upserted, 0, int(row["synced_seq"]), n)
