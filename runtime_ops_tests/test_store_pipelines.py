@@ -209,7 +209,7 @@ def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
             for table in ("artifacts", "documents", "chunks", "eval_reports", "retrieval_indexes"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), 1)"))
     upgrade(engine)
-    assert current_revision(engine) == head_revision() == "0009"
+    assert current_revision(engine) == head_revision() == "0010"
     with engine.begin() as conn:
         for table in _OWNED:
             assert conn.execute(text(f"SELECT pipeline FROM {table}")).scalars().all() == ["demo"], table
