@@ -15,6 +15,9 @@ What the routes share (settings, state store, clock, link secret, Slack) is buil
 them as FastAPI dependencies (`runtime_ops.api.deps`). Handlers are plain `def`s or await only the request
 body: each does one short state-store transaction in the thread pool, so a Slack click is acknowledged well
 within Slack's 3 seconds; Slack message updates run after the response.
+
+Routes for API clients require a scoped API key with `runtime_ops.api.auth.require_scope(scope)` (keys are made
+with `runtime-ops keys create`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Secret redaction for every log line: setting values, URL passwords, Slack tokens, bearer credentials and
-signed approval-link tokens become `[REDACTED]`, in the message, its args, every extra field and tracebacks.
+"""Secret redaction for every log line: setting values, URL passwords, Slack tokens, bearer credentials, ops API
+keys and signed approval-link tokens become `[REDACTED]`, in the message, its args, every extra field and tracebacks.
 
 `RedactionFilter` sits on every handler runtime_ops configures; a log-record factory (`install_record_factory`)
 redacts message and args when a record is created, so records that only reach Dagster's event log are clean too.
@@ -48,6 +48,9 @@ _PATTERNS = (
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+(@)"), r"\1" + REDACTED + r"\2"),
     # Bearer credentials in headers that end up in messages.
     (re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9_\-.~+/=]{8,}"), r"\1" + REDACTED),
+    # Ops API keys (runtime_ops.store.api_keys: rok_<8 hex>_<secret>): the key id stays readable, the secret goes,
+    # even a truncated one. After the bearer rule, which takes a whole `Bearer <key>` first.
+    (re.compile(r"(rok_[0-9a-f]{8}_)[A-Za-z0-9_\-]+"), r"\1" + REDACTED),
 )
 
 

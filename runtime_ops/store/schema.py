@@ -1,9 +1,10 @@
 """Tables of the state store (SQLAlchemy Core). Alembic migrations in `migrations/` create them.
 
 Pipeline-owned tables carry `pipeline` (their uniqueness is per pipeline); chunks, embeddings, votes, the audit
-log and link uses hang off owned rows and are reached through them; artifacts, locks and metric series are
-process-wide (series carry a `pipeline` label)."""
+log and link uses hang off owned rows and are reached through them; artifacts, locks, API keys and metric series
+are process-wide (series carry a `pipeline` label)."""
 
+from runtime_ops.store.tables.access import api_keys
 from runtime_ops.store.tables.approvals import (
     approval_requests,
     approval_votes,
@@ -37,6 +38,7 @@ __all__ = [
     "alias_history",
     "aliases",
     "answers",
+    "api_keys",
     "approval_requests",
     "approval_votes",
     "artifacts",

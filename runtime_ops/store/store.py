@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from runtime_ops.store.alerts import Alerts
 from runtime_ops.store.answers import Answers
+from runtime_ops.store.api_keys import ApiKeys
 from runtime_ops.store.artifacts import Artifacts
 from runtime_ops.store.audit import Audit
 from runtime_ops.store.changes import CorpusChanges
@@ -78,6 +79,7 @@ class StateStore:
         self.alerts = Alerts(engine, p, self.requests)
         self.effects = Effects(engine, p)
         self.retraining = Retraining(engine, p)
+        self.api_keys = ApiKeys(engine, p)  # process-wide: the same keys whatever the scope
 
     def scoped(self, pipeline: str | None) -> StateStore:
         """A store on the same engine for `pipeline` (None: the unscoped view)."""
