@@ -1,7 +1,7 @@
 """Scoped API keys of the ops API, on PostgreSQL and SQLite: the store's create / verify / list / revoke (only a
 hash is kept; last use written at most once a minute), `require_scope` on a FastAPI app of the test's own (401,
 403, 200 and the key's identity in the route) and on `create_app`'s, the `runtime-ops keys` commands (the key is
-printed once and never logged), the redaction of keys in log lines, and migration 0011 (with 0010) over a 0009 database."""
+printed once and never logged), the redaction of keys in log lines, and migrations 0010-0011 over a 0009 store."""
 
 from __future__ import annotations
 

@@ -42,6 +42,11 @@ def _serve(flow: Flow) -> set[str]:
     return ran
 
 
+def search_headers(store: Any) -> dict[str, str]:
+    """A fresh API key with the search scope, as the header an application sends."""
+    return {"Authorization": f"Bearer {store.api_keys.create('search-test', ['search']).key}"}
+
+
 def _search(api: ApiServer, headers: dict[str, str], query: str, k: int = 5) -> dict[str, Any]:
     resp = httpx.post(f"{api.url}/api/search", json={"query": query, "k": k}, headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
@@ -66,6 +71,11 @@ def test_new_overwritten_and_deleted_documents_reach_search(
     assert index is not None and index["backend"] == backend and index["model_version"] == 1
     with ApiServer(get_settings()) as api:
         api_headers = search_headers(store)
+        # No key, no answer; a key without the search scope is refused.
+        anonymous = httpx.post(f"{api.url}/api/search", json={"query": "dataclass"}, timeout=30)
+        assert anonymous.status_code == 401
+        reader = {"Authorization": f"Bearer {store.api_keys.create('reader', ['read']).key}"}
+        assert httpx.post(f"{api.url}/api/search", json={"query": "x"}, headers=reader, timeout=30).status_code == 403
         before = _search(api, api_headers, "dataclass fields default factory")
         assert before["model_version"] == 1 and before["index_id"] == index["id"] and before["results"]
 

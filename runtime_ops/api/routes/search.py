@@ -1,5 +1,6 @@
 """`POST /api/search` and `POST /api/answer`: applications query a pipeline's production index.
 
+Both need an API key with the `search` scope (`runtime-ops keys create app --scope search`): no key, no answer.
 Each request reads the pipeline's `retrieval_index` alias once and is answered from that index alone, so a response
 never mixes two model versions, also while a promotion or rollback swaps the alias. Handlers are plain `def`s:
 embedding the query and reading the vector store block, so they run in the thread pool.
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime_ops.api.auth import SearchKey
 from runtime_ops.api.deps import OpsContext, get_ops
 from runtime_ops.observability.metrics import METRICS
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -114,6 +116,7 @@ def _served(spec: PipelineSpec, searcher: Searcher, queries: list[str], k: int) 
 @router.post("/api/search")
 def search(
     body: SearchRequest,
+    caller: SearchKey,
     searchers: Annotated[Searchers, Depends(_searchers)],
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
 ) -> dict[str, Any]:
@@ -136,6 +139,7 @@ def search(
 @router.post("/api/answer")
 def answer(
     body: AnswerRequest,
+    caller: SearchKey,
     searchers: Annotated[Searchers, Depends(_searchers)],
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
     ops: Annotated[OpsContext, Depends(get_ops)],
