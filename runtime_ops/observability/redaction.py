@@ -31,7 +31,7 @@ SECRET_SETTINGS = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
 )
-URL_SETTINGS = ("RUNTIME_OPS_DATABASE_URL", "REDIS_URL")
+URL_SETTINGS = ("RUNTIME_OPS_DATABASE_URL", "REDIS_URL", "RUNTIME_OPS_VECTOR_STORE")
 # Shorter values are too likely to occur by chance ("pw" in "pwd"); they are still removed from URLs by pattern.
 MIN_SECRET_LENGTH = 6
 
@@ -99,6 +99,7 @@ class Redactor:
                 secret = getattr(settings, field)
                 values.append(secret.get_secret_value() if secret else "")
             values += [_url_password(settings.database_url) or "", _url_password(settings.redis_url) or ""]
+            values.append(_url_password(settings.vector_store) or "")
             link_file = settings.resolved_home / "link_secret"
             if not settings.link_secret and link_file.is_file():
                 values.append(link_file.read_text().strip())
@@ -250,5 +251,6 @@ def register_settings_secrets(settings: Any, *more: str | None) -> None:
     values += [
         _url_password(getattr(settings, "database_url", None)),
         _url_password(getattr(settings, "redis_url", None)),
+        _url_password(getattr(settings, "vector_store", None)),
     ]
     register_secret(*values)
