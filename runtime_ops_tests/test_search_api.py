@@ -17,6 +17,7 @@ from runtime_ops_tests.flow import Flow, serving_v1
 
 HOOK = "search-test-webhook-secret"
 KEY = "news/probe.md"
+PROBE = "The sqlite3 cursor executemany call commits each transaction."
 
 
 def _setup(backend: str, env: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Path:
@@ -67,6 +68,7 @@ def test_new_overwritten_and_deleted_documents_reach_search(
 ) -> None:
     landing = _setup(backend, env, tmp_path, request)
     store, flow = serving_v1(landing, dagster_instance)
+    assert flow.automate() == (set(), None)  # the automation sensor's first tick only takes a baseline
     index = store.indexes.current_index()
     assert index is not None and index["backend"] == backend and index["model_version"] == 1
     with ApiServer(get_settings()) as api:
@@ -81,20 +83,21 @@ def test_new_overwritten_and_deleted_documents_reach_search(
 
         # 1. A new document lands: after its ingestion and one serving pass it is the best hit for its words.
         (landing / KEY).parent.mkdir(parents=True)
-        (landing / KEY).write_text("# Zorblax telemetry\n\nThe zorblax telemetry relay batches quasar pings.\n")
+        # Model v1 knows only the demo corpus's words: these come from four different documents of it.
+        (landing / KEY).write_text("# Notes\n\nA uuid4 value is pickled, then deepcopy clones it for executemany.\n")
         assert all(r.success for r in flow.tick_and_run("landing_sensor"))
         assert {"document_embeddings", "retrieval_index"} <= _serve(flow)
-        assert _keys(_search(api, api_headers, "zorblax telemetry relay"))[0] == KEY
+        assert _keys(_search(api, api_headers, "uuid4 pickled deepcopy executemany"))[0] == KEY
 
         # 2. Overwritten: the new text is found, the old one is gone from the index (not just outranked).
-        (landing / KEY).write_text("# Quuxite harmonics\n\nQuuxite harmonics resonate in the vault.\n")
+        (landing / KEY).write_text("# Notes\n\nThe csv sniffer guesses a dialect; json sort_keys and indent.\n")
         assert all(r.success for r in flow.tick_and_run("landing_sensor"))
         _serve(flow)
-        hits = _search(api, api_headers, "quuxite harmonics vault")["results"]
-        assert hits[0]["document_key"] == KEY and "Quuxite" in hits[0]["text"]
+        hits = _search(api, api_headers, "csv sniffer dialect json sort_keys indent")["results"]
+        assert hits[0]["document_key"] == KEY and "sniffer" in hits[0]["text"]
         assert all(
-            "zorblax" not in h["text"].lower()
-            for h in _search(api, api_headers, "zorblax telemetry relay", 20)["results"]
+            "uuid4 value is pickled" not in h["text"]
+            for h in _search(api, api_headers, "uuid4 pickled deepcopy executemany", 20)["results"]
         )
 
         # 3. Deleted through the landing webhook: the document leaves the corpus and the index.
@@ -103,8 +106,11 @@ def test_new_overwritten_and_deleted_documents_reach_search(
         )
         assert resp.status_code == 202, resp.text
         assert resp.json()["deleted"] == [{"key": KEY, "object_deleted": True, "document_removed": True}]
-        _serve(flow)
-        assert KEY not in _keys(_search(api, api_headers, "quuxite harmonics vault", 20))
+        assert _serve(flow) == set(), "a deletion materializes nothing automation could follow"
+        [sync] = flow.tick_and_run("corpus_sensor")  # the index holds a document that left the corpus
+        assert sync.success and sync.dagster_run.job_name == "demo__index_job"
+        assert flow.tick("corpus_sensor") == [], "one run per feed position"
+        assert KEY not in _keys(_search(api, api_headers, "csv sniffer dialect json sort_keys indent", 20))
     row = store.indexes.current_index()
     assert row is not None and row["synced_seq"] == store.changes.head()
     assert row["n_chunks"] == store.documents.current_chunk_count()
@@ -118,7 +124,9 @@ def test_a_crash_while_applying_changes_is_finished_by_the_retry(
     for i in range(30):
         path = landing / "bulk" / f"doc-{i:02d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Bulk {i}\n\nWidget number {i} is described here with plenty of words about widgets.\n")
+        # Model v1 knows only the demo corpus's words: doc-17 is told apart by words from it (sqlite3.md).
+        body = PROBE if i == 17 else f"Widget number {i} is described here with plenty of words about widgets."
+        path.write_text(f"# Bulk {i}\n\n{body}\n")
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     served = store.indexes.current_index()
     assert served is not None
@@ -136,4 +144,4 @@ def test_a_crash_while_applying_changes_is_finished_by_the_retry(
     assert row["n_chunks"] == store.documents.current_chunk_count()
     with ApiServer(get_settings()) as api:
         api_headers = search_headers(store)
-        assert _keys(_search(api, api_headers, "widget number 17 described"))[0] == "bulk/doc-17.md"
+        assert _keys(_search(api, api_headers, PROBE))[0] == "bulk/doc-17.md"

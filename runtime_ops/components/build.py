@@ -45,7 +45,7 @@ def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
         schedules=build_schedules(spec, jobs.train, regression_job),
         sensors=[
             build_landing_sensor(spec, jobs.ingest),
-            build_corpus_sensor(spec, jobs.train),
+            build_corpus_sensor(spec, jobs.train, jobs.index),
             build_approvals_sensor(spec, jobs.promotion),
             build_alert_sensor(spec, [jobs.train, *alert_jobs]),
         ],

@@ -110,17 +110,44 @@ def request_retrain(store: StateStore, *, reason: str, requested_by: str | None 
     )
 
 
-def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDefinition:
+def serving_run_active(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
+    """A queued or running run that materializes `key` (automation's, a job's or the UI's)."""
+    for record in instance.get_run_records(dg.RunsFilter(statuses=ACTIVE_STATUSES)):
+        selection = record.dagster_run.asset_selection
+        if selection and key in selection:
+            return record.dagster_run.run_id
+    return None
+
+
+def removals_sync(
+    context: dg.SensorEvaluationContext, store: StateStore, spec: PipelineSpec, index_job: AssetJob
+) -> dg.RunRequest | None:
+    """An index_job run when documents left the corpus (deleted at the landing, through S3 events or the webhook)
+    and the serving index still holds them. New documents need no such run: automation follows their ingestion,
+    but a deletion materializes nothing it could follow. One run per feed position (run key)."""
+    index = store.indexes.current_index()
+    if index is None or store.changes.pending(int(index["synced_seq"]), op="remove") == 0:
+        return None
+    if serving_run_active(context.instance, dg.AssetKey(spec.asset_path("document_embeddings"))):
+        return None  # that run applies the removals too
+    key = f"sync:removals:seq{store.changes.head()}"
+    context.log.info(
+        f"documents left the corpus since index #{index['id']} last synced: {index_job.name}, run key {key}"
+    )
+    return dg.RunRequest(job_name=index_job.name, run_key=key)
+
+
+def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: AssetJob) -> dg.SensorDefinition:
     @dg.sensor(
         name=spec.qualified("corpus_sensor"),
-        jobs=[train_job],
+        jobs=[train_job, index_job],
         minimum_interval_seconds=spec.sensor_interval(30),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
         "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "
         "a pending retrain request, or a switch of embedder in defs.yaml; each condition once (run key). One "
-        "lifecycle run at a time. New documents "
-        "reach embeddings and the index with the production model through declarative automation.",
+        "lifecycle run at a time. New documents reach embeddings and the index with the production model through "
+        "declarative automation; documents deleted at the landing leave the index through an index_job run.",
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
         store = state.store().scoped(spec.name)
@@ -141,7 +168,7 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob) -> dg.SensorDef
         facts = retrain_facts(store, policy)
         decision = should_retrain(policy, facts)
         if not decision.retrain or decision.trigger is None:
-            return dg.SkipReason(decision.reason)
+            return removals_sync(context, store, spec, index_job) or dg.SkipReason(decision.reason)
         if decision.trigger in ("alert", "manual") and facts.request is not None:
             # Consumed once, before the run is requested: a later tick in the same state decides anew.
             store.retraining.consume_request(facts.request.id, decision.key)

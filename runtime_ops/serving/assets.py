@@ -2,7 +2,6 @@
 
 import hashlib
 import time
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -46,7 +45,8 @@ def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
     state = ensure_index(
         store, vectors, version, log=context.log.info, run_id=context.run_id, observe=drift.observe, embedder=embedder
     )
-    signal = record_drift(store, version, drift, first=state.filled, run_id=context.run_id)
+    # A fill recorded the model's centroid itself; a sync's new chunks are the drift signal of this batch.
+    signal = None if state.filled else record_drift(store, version, drift, first=False, run_id=context.run_id)
     meta: dict[str, Any] = {}
     if signal is not None:  # what the corpus sensor's retrain policy reads (drift_signals)
         meta["drift/chunks"] = dg.MetadataValue.int(signal.chunks)
@@ -110,9 +110,29 @@ class AnswersConfig(dg.Config):
     timeout_s: float = 20.0
 
 
-def default_questions(answers: AnswersSpec) -> list[str]:
-    path = answers.questions_file or Path(__file__).parent.parent / "demo" / "questions.txt"
-    return [q.strip() for q in path.read_text().splitlines() if q.strip()] if path.exists() else []
+# Questions rag_answers asks when the pipeline names no questions file: a few of its own evaluation questions.
+SAMPLE_QUESTIONS = 5
+
+
+def default_questions(store: StateStore, answers: AnswersSpec) -> list[str]:
+    """The pipeline's `answers.questions_file`, else the first few gating questions of its current evaluation set
+    (`golden_questions`): questions about the team's own corpus, never another pipeline's."""
+    import json
+
+    if answers.questions_file is not None:
+        try:
+            text = answers.questions_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise dg.Failure(
+                f"answers.questions_file {answers.questions_file}: {exc}; fix the path in defs.yaml",
+                allow_retries=False,
+            ) from None
+        return [q.strip() for q in text.splitlines() if q.strip()]
+    artifact_id = store.registry.alias("question_set")
+    if artifact_id is None:
+        return []
+    rows = [json.loads(line) for line in store.artifacts.get_artifact(artifact_id).decode("utf-8").splitlines() if line]
+    return [str(r["question"]) for r in sorted(rows, key=lambda r: str(r["id"])) if r.get("gating")][:SAMPLE_QUESTIONS]
 
 
 def answer_questions(
@@ -127,9 +147,12 @@ def answer_questions(
     from runtime_ops.serving.answerer import answer_with
     from runtime_ops.serving.search import NoServingIndex, Searcher
 
-    questions = config.questions or default_questions(answers)
+    questions = config.questions or default_questions(store, answers)
     if not questions:
-        raise dg.Failure("no questions: pass run config questions: [...] or ship demo/questions.txt")
+        raise dg.Failure(
+            "no questions to answer: set answers.questions_file in the pipeline's defs.yaml, pass run config "
+            "questions: [...], or materialize golden_questions first"
+        )
     searcher = Searcher(store, vectors)
     try:
         result = searcher.search(questions, config.top_k)

@@ -20,7 +20,8 @@ import numpy as np
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
-from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
+from runtime_ops.policies.drift import BatchDrift
+from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing, record_drift
 from runtime_ops.store import StateStore
 from runtime_ops.store.changes import ADD, REMOVE
 from runtime_ops.store.indexes import READY
@@ -83,6 +84,15 @@ def fill_index(
 ) -> IndexState:
     embedder = embedder or load_embedder(store, version)
     name = _index_name(store, version)
+    # A fill sees every vector of the model: their sum is the corpus centroid later batches' drift is measured
+    # from, recorded whoever fills (a promotion's shadow index or the serving assets).
+    centroid = BatchDrift(None)
+
+    def seen(texts: list[str], vecs: np.ndarray) -> None:
+        centroid.observe(texts, vecs)
+        if observe is not None:
+            observe(texts, vecs)
+
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None:
         # The feed position before the fill reads the corpus: changes committed during the fill are replayed.
@@ -101,14 +111,14 @@ def fill_index(
     for page in store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4):
         vecs = _vectors([r for _, _, r in page], index.dim)
         index.upsert([c for c, _, _ in page], [d for _, d, _ in page], vecs)
-        if observe is not None:  # every vector of the model: its centroid (no texts: a fill signals no OOV)
-            observe([], vecs)
+        seen([], vecs)  # no texts: a fill signals no OOV
         upserted += len(page)
         failpoint("index.fill")
     log(f"index of model v{version}: {upserted} chunks upserted, replaying changes since #{row['synced_seq']}")
-    state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, observe, embedder)
+    state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, seen, embedder)
     index.optimize()
     n = index.count()
+    record_drift(store, version, centroid, first=True, run_id=run_id)
     store.indexes.mark_synced(
         row["id"], synced_seq=state.synced_seq, n_chunks=n, corpus_revision=store.ledger.corpus_revision(), ready=True
     )
@@ -174,6 +184,7 @@ def _apply_feed(
             store.embeddings.put_embeddings(version, zip([c for c, _ in page], vecs, strict=True))
             fresh.update((cid, np.asarray(v, dtype="<f4").tobytes()) for (cid, _), v in zip(page, vecs, strict=True))
             embedded += len(page)
+            failpoint("embeddings.batch")  # after the page is committed, as in embed_missing
         if rows:
             vecs = _vectors([fresh.get(cid, vec) for cid, _, _, vec in rows], index.dim)
             index.upsert([r[0] for r in rows], [r[1] for r in rows], vecs)

@@ -71,8 +71,10 @@ class CorpusChanges(Repository):
             ).all()
         return [Change(int(r.seq), int(r.document_id), str(r.op)) for r in rows]
 
-    def pending(self, seq: int) -> int:
-        """How many changes follow `seq` (an index's backlog)."""
+    def pending(self, seq: int, op: str | None = None) -> int:
+        """How many changes (of kind `op`, or all) follow `seq` (an index's backlog)."""
+        cond = and_(_F.c.pipeline == self.owner("read the change feed"), _F.c.seq > seq)
+        if op is not None:
+            cond = and_(cond, _F.c.op == op)
         with self.tx() as conn:
-            q = select(func.count()).where(and_(_F.c.pipeline == self.owner("read the change feed"), _F.c.seq > seq))
-            return int(conn.execute(q).scalar() or 0)
+            return int(conn.execute(select(func.count()).where(cond)).scalar() or 0)

@@ -19,8 +19,10 @@ import abc
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy stays out of the code location's load (the serving assets import this module)
+    import numpy as np
 
 _PIPELINE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -64,6 +66,8 @@ class Hit:
 
 def as_matrix(vectors: np.ndarray | Sequence[Sequence[float]], dim: int) -> np.ndarray:
     """`vectors` as a C-contiguous float32 matrix of `dim` columns; ValueError naming the shape otherwise."""
+    import numpy as np
+
     arr = np.ascontiguousarray(vectors, dtype=np.float32)
     if arr.ndim == 1:
         arr = arr.reshape(1, -1)

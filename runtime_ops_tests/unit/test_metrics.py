@@ -40,6 +40,8 @@ CONTRACT = {
     "runtime_ops_landing_lag_seconds": ("histogram", ("pipeline",)),
     "runtime_ops_landing_oldest_pending_age_seconds": ("gauge", ("pipeline",)),
     "runtime_ops_lock_wait_seconds": ("histogram", ("lock", "outcome")),
+    "runtime_ops_search_latency_seconds": ("histogram", ("pipeline", "route")),
+    "runtime_ops_search_results_total": ("counter", ("pipeline", "model_version")),
 }
 
 

@@ -14,7 +14,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime_ops.api.auth import SearchKey
@@ -83,6 +83,8 @@ class Searchers:
 
 class SearchMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        # No `<name>_created` series: outside the contract, and every other family of /metrics has none.
+        disable_created_metrics()
         lat = METRICS["runtime_ops_search_latency_seconds"]
         res = METRICS["runtime_ops_search_results_total"]
         self.latency = Histogram(lat.name, lat.help, list(lat.labels), buckets=list(lat.buckets), registry=registry)
