@@ -306,6 +306,21 @@ class VectorStoreAttributes(dg.Resolvable, dg.Model):
         return v
 
 
+class RetentionAttributes(dg.Resolvable, dg.Model):
+    """Which old model versions keep their vector index, stored vectors and weights. Never collected: production,
+    the candidate, versions awaiting approval; collected after each change of the serving index."""
+
+    keep_previous: int = Field(
+        default=1,
+        ge=0,
+        description="Earlier production models kept as rollback targets (a rollback swaps back to their index at "
+        "once, with nothing re-embedded). 0: no rollback target is kept.",
+    )
+    keep_recent: int = Field(
+        default=2, ge=0, description="Newest other versions kept besides the protected ones (e.g. rejected candidates)."
+    )
+
+
 class ScheduleAttributes(dg.Resolvable, dg.Model):
     retrain_cron: str | None = Field(
         default="0 3 * * *",
@@ -330,6 +345,7 @@ class PipelineAttributes(dg.Model):
     retrain: RetrainAttributes = Field(default_factory=RetrainAttributes)
     schedules: ScheduleAttributes = Field(default_factory=ScheduleAttributes)
     vector_store: VectorStoreAttributes = Field(default_factory=VectorStoreAttributes)
+    retention: RetentionAttributes = Field(default_factory=RetentionAttributes)
     alert_rules: str | None = Field(
         default=None,
         description="Remediation rule file, relative to this defs.yaml. Default: RUNTIME_OPS_ALERT_RULES, else the "

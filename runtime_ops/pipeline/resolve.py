@@ -16,6 +16,7 @@ from runtime_ops.pipeline.spec import (
     LandingSpec,
     OpenAIEmbedderSpec,
     PipelineSpec,
+    RetentionSpec,
     RetrainSpec,
     SentenceTransformerSpec,
     VectorStoreSpec,
@@ -161,5 +162,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         regression_cron=attrs.schedules.regression_cron,
         sensor_interval_s=settings.sensor_seconds(0) or None,
         vector_store=_vector_store(attrs, settings),
+        retention=RetentionSpec(keep_previous=attrs.retention.keep_previous, keep_recent=attrs.retention.keep_recent),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

@@ -176,6 +176,14 @@ class VectorStoreSpec:
 
 
 @dataclass(frozen=True)
+class RetentionSpec:
+    """What retention keeps besides production, the candidate and versions awaiting approval."""
+
+    keep_previous: int = 1  # earlier production models kept as rollback targets
+    keep_recent: int = 2  # newest other versions
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     landing: LandingSpec
@@ -189,6 +197,7 @@ class PipelineSpec:
     answers: AnswersSpec = field(default_factory=AnswersSpec)
     retrain: RetrainSpec = field(default_factory=RetrainSpec)
     vector_store: VectorStoreSpec = field(default_factory=VectorStoreSpec)
+    retention: RetentionSpec = field(default_factory=RetentionSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).

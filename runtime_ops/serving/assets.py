@@ -9,7 +9,7 @@ import dagster as dg
 from runtime_ops.automation import follow_upstream
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.observability.steps import observed
-from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec
+from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec, RetentionSpec
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
@@ -72,7 +72,10 @@ def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
     )
 
 
-def index_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: VectorStore) -> dg.MaterializeResult:
+def index_corpus(
+    context: dg.AssetExecutionContext, store: StateStore, vectors: VectorStore, retention: RetentionSpec
+) -> dg.MaterializeResult:
+    from runtime_ops.policies.retention import RetentionPolicy
     from runtime_ops.serving.retention import collect
     from runtime_ops.serving.vector_index import ensure_index
 
@@ -86,7 +89,8 @@ def index_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
         context.log.info(f"retrieval_index: #{previous} -> #{state.index_id} (model v{version})")
     # What old versions left behind (indexes, stored vectors), beyond production, its rollback target, the
     # candidate and the newest few: collected here, after each change of the serving index.
-    report = collect(store, vectors, log=context.log.info)
+    policy = RetentionPolicy(keep_recent=retention.keep_recent, keep_previous=retention.keep_previous)
+    report = collect(store, vectors, policy, log=context.log.info)
     return dg.MaterializeResult(
         metadata={
             "index_id": dg.MetadataValue.int(state.index_id),
@@ -99,6 +103,7 @@ def index_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
             "retention/collected_versions": ", ".join(f"v{v}" for v in report.plan.collect) or "none",
             "retention/dropped_indexes": dg.MetadataValue.int(len(report.dropped_indexes)),
             "retention/dropped_vectors": dg.MetadataValue.int(report.dropped_vectors),
+            "retention/released_bytes": dg.MetadataValue.int(report.released_bytes),
         },
         data_version=dg.DataVersion(f"v{version}-i{state.index_id}-s{state.synced_seq}"),
     )
@@ -258,7 +263,7 @@ def build_serving_assets(
     )
     @observed
     def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-        return index_corpus(context, state.store().scoped(spec.name), pipeline_vectors(spec))
+        return index_corpus(context, state.store().scoped(spec.name), pipeline_vectors(spec), spec.retention)
 
     @dg.asset(
         key=spec.asset_path("rag_answers"),

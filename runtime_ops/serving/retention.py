@@ -2,7 +2,8 @@
 
 The plan (`runtime_ops.policies.retention`) protects production, the rollback target, the candidate and versions
 awaiting approval; everything else beyond the newest few is dropped from the vector store and the state store.
-Run under the promotion lock by the caller, so no promotion or rollback moves an alias meanwhile.
+Safe beside a promotion or rollback: neither can move an alias to a version the plan collects (a promotion's
+target is the candidate or awaits approval, a rollback's is the protected rollback target).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class RetentionReport:
     plan: RetentionPlan
     dropped_indexes: list[int] = field(default_factory=list)  # index row ids
     dropped_vectors: int = 0  # stored chunk vectors deleted
+    released_bytes: int = 0  # model artifacts (weights) of collected versions
     dry_run: bool = False
 
     def describe(self) -> str:
@@ -66,5 +68,19 @@ def collect(
     for version in plan.collect:
         if not dry_run:
             report.dropped_vectors += store.embeddings.drop_embeddings(version)
-    log(report.describe() + (f" ({report.dropped_vectors} stored vectors deleted)" if not dry_run else ""))
+    # A collected version's weights go too, unless a kept version shares the artifact (the same content).
+    models = {int(m["version"]): int(m["artifact_id"]) for m in store.registry.models()}
+    kept = {a for v, a in models.items() if v not in plan.collect}
+    if not dry_run:
+        report.released_bytes = store.artifacts.release(
+            a for v, a in models.items() if v in plan.collect and a not in kept
+        )
+    log(
+        report.describe()
+        + (
+            f" ({report.dropped_vectors} stored vectors, {report.released_bytes} bytes of weights)"
+            if not dry_run
+            else ""
+        )
+    )
     return report
