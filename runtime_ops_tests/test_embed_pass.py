@@ -93,3 +93,53 @@ def test_a_failed_write_is_raised_and_nothing_after_it_is_written(corpus, monkey
     assert store.embeddings.embedding_counts(version)["embedded"] == EMBED_BATCH
     monkeypatch.undo()
     assert embed_missing(store, version) == CHUNKS - EMBED_BATCH
+
+
+# ------------------------------------------------------------------------- the forked pool (long lsa passes)
+@pytest.fixture
+def pooled(monkeypatch):  # type: ignore[no-untyped-def]
+    """Passes of this test's size run in the pool of forked workers (the real threshold is ~8k chunks)."""
+    from runtime_ops.embedders import pool
+
+    monkeypatch.setattr(pool, "MIN_CHUNKS", EMBED_BATCH)
+    monkeypatch.setattr(pool, "MAX_WORKERS", 2)
+    return pool
+
+
+class FailsOnText:
+    """The production embedder in the pool's children, failing on the page that holds `marker`."""
+
+    cpu_bound_single_thread = True
+
+    def __init__(self, inner, marker: str) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.marker, self.dim = inner, marker, inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.marker in texts:
+            raise RuntimeError("the model failed on this page")
+        return self.inner.embed(texts)
+
+
+def test_a_long_lsa_pass_embeds_in_forked_workers_with_the_same_vectors(corpus, pooled) -> None:  # type: ignore[no-untyped-def]
+    store, version = corpus
+    embedder = load_embedder(store, version)
+    assert pooled.workers_for(embedder, CHUNKS) == 2
+    seen: list[int] = []
+    assert embed_missing(store, version, observe=lambda texts, vecs: seen.append(len(texts))) == CHUNKS
+    assert seen == [EMBED_BATCH] * 5 + [37], "pages are written and observed in order"
+    stored = _stored(store, version)
+    texts = {cid: text for page in store.documents.iter_current_chunks() for cid, _, text in page}
+    ids = sorted(texts)
+    np.testing.assert_allclose(
+        np.vstack([stored[cid] for cid in ids]), embedder.embed([texts[cid] for cid in ids]), rtol=1e-6, atol=1e-7
+    )
+
+
+def test_a_failure_in_a_worker_keeps_the_pages_before_it(corpus, pooled) -> None:  # type: ignore[no-untyped-def]
+    store, version = corpus
+    chunks = [c for page in store.documents.iter_current_chunks() for c in page]
+    marker = sorted(chunks)[3 * EMBED_BATCH][2]  # the first text of the fourth page
+    with pytest.raises(RuntimeError, match="failed on this page"):
+        embed_missing(store, version, embedder=FailsOnText(load_embedder(store, version), marker))  # type: ignore[arg-type]
+    assert store.embeddings.embedding_counts(version)["embedded"] == 3 * EMBED_BATCH
+    assert embed_missing(store, version) == CHUNKS - 3 * EMBED_BATCH

@@ -75,6 +75,8 @@ class Embedder:
     """A trained TF-IDF + LSA embedder. Construct with `train_embedder` or `Embedder.from_bytes`."""
 
     kind = "lsa"
+    # Tokenising holds the GIL: long passes embed in forked processes (`runtime_ops.embedders.pool`).
+    cpu_bound_single_thread = True
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_ops.embedders.base import TextEmbedder
+from runtime_ops.embedders.pool import EmbedPool, Pending, workers_for
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
@@ -41,9 +43,11 @@ def embed_missing(
     killed half-way resumes where it stopped and embeds nothing twice. `observe(texts, vectors)` sees each
     batch (the drift signals of document_embeddings).
 
-    The store's reads and writes run on one I/O thread while this thread embeds: page N+1 is fetched and page
+    The store's reads and writes run on one I/O thread while the model embeds: page N+1 is fetched and page
     N-1 committed while page N is embedded, so the database round trips (whose driver releases the GIL) overlap
-    the model instead of adding to it. At most one page waits to be written; a failed write is raised here.
+    the model instead of adding to it. At most one page waits to be written; a failed write is raised here. A
+    long pass of a single-threaded model embeds a few pages at once in forked processes (`EmbedPool`), pages
+    still written in order.
     """
     embedder = embedder or load_embedder(store, version)
     counts = counts or store.embeddings.embedding_counts(version)
@@ -65,21 +69,31 @@ def embed_missing(
             logged = time.monotonic()
         failpoint("embeddings.batch")  # after the batch is committed: a fault test may kill or slow us here
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-io") as io:
+    # The pool forks (for a long pass of a single-threaded model) before the I/O thread starts.
+    with (
+        EmbedPool(embedder, workers_for(embedder, todo)) as pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-io") as io,
+    ):
         page = io.submit(fetch, 0)
+        inflight: deque[tuple[list[tuple[int, str]], Pending]] = deque()
         write: Future[int] | None = None
         try:
-            while batch := page.result():
-                page = io.submit(fetch, batch[-1][0])
-                texts = [text for _, text in batch]
-                vectors = embedder.embed(texts)
+            while True:
+                # Up to `window` pages are being embedded (one in this process, more with a pool).
+                while len(inflight) < pool.window and (batch := page.result()):
+                    page = io.submit(fetch, batch[-1][0])
+                    inflight.append((batch, pool.submit([text for _, text in batch])))
+                if not inflight:
+                    break
+                batch, pending = inflight.popleft()
+                vectors = pending.result()
                 if write is not None:
                     committed(write)
                 write = io.submit(
                     store.embeddings.put_embeddings, version, list(zip([c for c, _ in batch], vectors, strict=True))
                 )
                 if observe is not None:
-                    observe(texts, vectors)
+                    observe([text for _, text in batch], vectors)
             if write is not None:
                 committed(write)
                 write = None
