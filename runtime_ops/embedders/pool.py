@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import warnings
 from collections.abc import Sequence
 from multiprocessing.pool import AsyncResult, Pool
@@ -29,6 +30,13 @@ MIN_CHUNKS = 8192
 MAX_WORKERS = 4
 
 _FORKED: TextEmbedder | None = None  # the model the children inherit
+
+
+def _child_init() -> None:
+    # The parent's handlers (Dagster turns SIGTERM/SIGINT into an interrupt exception) are not the child's: a
+    # terminated worker just ends, and Ctrl-C is the parent's to handle.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _embed_in_child(texts: list[str]) -> np.ndarray:
@@ -87,7 +95,7 @@ class EmbedPool:
             with warnings.catch_warnings():
                 # lancedb warns at every fork of a process that loaded it; the children never touch a table.
                 warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
-                self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+                self._pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=_child_init)
         return self
 
     def submit(self, texts: Sequence[str]) -> Pending:
@@ -95,10 +103,13 @@ class EmbedPool:
             return _Done(self.embedder.embed(list(texts)))
         return _Async(self._pool.apply_async(_embed_in_child, (list(texts),)))
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         global _FORKED
         if self._pool is not None:
-            self._pool.terminate()
+            if exc_type is None:
+                self._pool.close()  # every page was collected: the workers end on their own
+            else:
+                self._pool.terminate()  # pages still queued are abandoned with the pass
             self._pool.join()
             self._pool = None
         _FORKED = None

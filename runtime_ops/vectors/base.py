@@ -108,6 +108,10 @@ class VectorIndex(abc.ABC):
     def missing(self, chunk_ids: Sequence[int]) -> list[int]:
         """Those of `chunk_ids` that the index does not hold."""
 
+    def has_ann_index(self) -> bool:
+        """Whether searches are answered by an approximate index (False: an exact scan)."""
+        return False
+
     def optimize(self) -> None:  # noqa: B027 - optional: backends that keep their ANN structure current need nothing
         """Fold recent writes into the ANN structure and reclaim space (cheap to call; may do nothing)."""
 

@@ -2,8 +2,12 @@
 
 Why LanceDB: every write is one versioned commit (a new manifest written last), so a process killed inside
 `upsert` leaves the table at its previous version; reads need no server; the folder can live on S3 later.
-Small indexes are searched exactly (a SIMD scan); past `ANN_MIN_ROWS` rows `optimize()` builds an IVF-HNSW index
-and searches refine its candidates with exact distances, which keeps recall@10 above 0.95.
+Small indexes are searched exactly. Past `ANN_MIN_ROWS` rows `optimize()` builds an IVF_SQ index (k-means
+partitions of 8-bit scalar-quantised vectors) and searches probe `NPROBES` partitions, then re-rank
+`REFINE_FACTOR` x k candidates with exact distances. Measured here (128 dimensions, clustered vectors, queries
+near the data, 2 cores): at 1M rows the build took 4.3 s and search p50 9.8 ms / p99 15.3 ms with recall@10
+1.0; an exact scan took 124 ms already at 200k rows; IVF_HNSW_SQ built in 48 s at 200k for no better recall.
+A BTree on `chunk_id` keeps the merge of an upsert from scanning the table.
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from runtime_ops.vectors.base import (
     as_matrix,
 )
 
-# Below this many rows an exact scan is fast (about 10 ms at 100k x 384 here) and an ANN index is not worth it.
-ANN_MIN_ROWS = 100_000
-# Candidates per hit re-ranked with exact distances when an ANN index answers.
+# Below this many rows an exact scan is fast enough (~12 ms at 20k x 128 here) and an ANN index is not needed.
+ANN_MIN_ROWS = 20_000
+# Candidates per hit re-ranked with exact distances when the ANN index answers; partitions probed per query.
 REFINE_FACTOR = 10
-NPROBES = 32
+NPROBES = 20
 
 
 def _ids(values: Sequence[int]) -> str:
@@ -70,7 +74,8 @@ class LanceVectorIndex(VectorIndex):
             return 0
         with self._lock:
             # One merge commit: replaced and inserted rows appear together, or not at all.
-            (self._table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+            merge = self._table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
+            merge.use_index(True).execute(data)
         return len(data)
 
     def _delete(self, column: str, values: Sequence[int]) -> int:
@@ -93,7 +98,7 @@ class LanceVectorIndex(VectorIndex):
         matrix = as_matrix(queries, self.dim)
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        indexed = bool(self._table.list_indices())
+        indexed = self._has_index("vector")
         out: list[list[Hit]] = []
         for q in matrix:
             if not np.any(q):
@@ -124,14 +129,23 @@ class LanceVectorIndex(VectorIndex):
             present.update(int(c) for c in rows.to_arrow().column("chunk_id").to_pylist())
         return [c for c in wanted if c not in present]
 
+    def _has_index(self, column: str) -> bool:
+        return any(list(i.columns) == [column] for i in self._table.list_indices())
+
+    def has_ann_index(self) -> bool:
+        return self._has_index("vector")
+
     def optimize(self) -> None:
         from datetime import timedelta
 
+        from lancedb.index import BTree, IvfSq
+
         with self._lock:
-            n = self._table.count_rows()
-            if n >= ANN_MIN_ROWS and not self._table.list_indices():
-                self._table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")
-            # Compaction folds small upsert fragments together (and new rows into the ANN index); old versions go.
+            if not self._has_index("chunk_id"):
+                self._table.create_index("chunk_id", config=BTree())
+            if self._table.count_rows() >= ANN_MIN_ROWS and not self._has_index("vector"):
+                self._table.create_index("vector", config=IvfSq(distance_type="cosine"))
+            # Compaction folds small upsert fragments together and new rows into the indexes; old versions go.
             self._table.optimize(cleanup_older_than=timedelta(minutes=10))
 
 

@@ -28,9 +28,10 @@ from runtime_ops.vectors.base import (
 )
 
 SCHEMA = "runtime_ops_vectors"
-# Indexes smaller than this are searched exactly (a sequential scan: ~50 ms at 100k x 384 here), larger ones
-# through HNSW. Queries far from every cluster make HNSW's recall@10 drop to ~0.7 at pgvector's defaults.
-EXACT_MAX_ROWS = 100_000
+# Indexes smaller than this are searched exactly (a sequential scan; ~50 ms at 100k x 384 here, too slow for a
+# query API), larger ones through HNSW. Queries far from every cluster make HNSW's recall@10 drop to ~0.7 at
+# pgvector's default ef_search.
+EXACT_MAX_ROWS = 20_000
 # HNSW candidates per search: pgvector's default (40) loses recall at k=10 on clustered embeddings.
 EF_SEARCH_MIN = 200
 # The HNSW graph is built by `optimize()` once the table holds EXACT_MAX_ROWS rows, in one CREATE INDEX after the
