@@ -147,6 +147,13 @@ def seed_corpus(url: str, n_chunks: int, *, seed: int = 7, pipeline: str = PIPEL
         flush(conn)
         if store.dialect == "sqlite":
             conn.exec_driver_sql("ANALYZE")  # the planner's statistics, as a long-lived store has them
+        else:
+            # Explicit ids do not move PostgreSQL's sequences: later inserts (a landing batch) would collide.
+            for table in ("documents", "chunks"):
+                conn.exec_driver_sql(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
+                )
+            conn.exec_driver_sql("ANALYZE")
     store.engine.dispose()
     return Seeded(chunk_id, n_docs, n_words)
 

@@ -27,6 +27,9 @@ class Local:
         if mtime is not None:
             os.utime(path, (mtime, mtime))
 
+    def delete(self, key: str) -> None:
+        (self.root / key).unlink()
+
 
 class S3:
     def __init__(self, client, bucket: str) -> None:  # type: ignore[no-untyped-def]
@@ -35,6 +38,9 @@ class S3:
 
     def put(self, key: str, data: bytes, mtime: float | None = None) -> None:
         self.client.put_object(Bucket=self.bucket, Key=f"incoming/{key}", Body=data)
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=f"incoming/{key}")
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -140,3 +146,39 @@ def test_bad_files_are_quarantined_and_the_rest_ingested(env, postgres_url, dags
     assert meta["quarantined"].value == 3 and "bad/latin1.txt" in cast(str, meta["quarantine"].value)
     # The corpus carries on: the good documents are chunked and searchable.
     assert {k for _, k, _ in store.documents.current_chunks()} == {"good/readme.md", "good/report.pdf"}
+
+
+def test_objects_deleted_from_the_landing_leave_the_corpus_once_their_range_is_listed(
+    env, postgres_url, dagster_instance, landing
+):  # type: ignore[no-untyped-def]
+    """Listing mode is also a sweep: a current document whose key the listing no longer has leaves the corpus
+    (status deleted, a `remove` in the change feed); keys a scan has not reached yet are never judged."""
+    env(
+        database_url=postgres_url,
+        landing=landing.uri,
+        AWS_ENDPOINT_URL=os.environ.get("AWS_ENDPOINT_URL"),
+        RUNTIME_OPS_BATCH_MAX_OBJECTS="2",
+    )
+    flow = Flow(dagster_instance)
+    store = open_store(get_settings().resolved_database_url).scoped("demo")
+    for key in ("a/1.txt", "a/2.txt", "b/3.txt", "c/4.txt", "d/5.txt"):
+        landing.put(key, f"the document {key} about sweeps".encode())
+    while runs := flow.tick_and_run("landing_sensor"):
+        assert all(r.success for r in runs)
+    assert len(store.documents.documents_by_status("ok")) == 5
+    head = store.changes.head()
+
+    landing.delete("a/2.txt")
+    landing.delete("d/5.txt")
+    landing.put("b/6.txt", b"a new document")  # the batch fills up (2) only once the scan is past b/
+    landing.put("b/7.txt", b"another new document")
+    [first] = flow.tick("landing_sensor")  # listed a/1 .. b/7, stopped there: a/2 is gone, d/5 not reached yet
+    assert first.tags["runtime_ops/objects"] == "2"
+    deleted = [d["key"] for d in store.documents.documents_by_status("deleted")]
+    assert deleted == ["a/2.txt"]
+    while flow.tick_and_run("landing_sensor"):  # the rest of the listing, to its end: d/5 goes too
+        pass
+    assert sorted(d["key"] for d in store.documents.documents_by_status("deleted")) == ["a/2.txt", "d/5.txt"]
+    removed = [c for c in store.changes.since(head) if c.op == "remove"]
+    assert len(removed) == 2
+    assert flow.tick("landing_sensor") == [] and len(store.documents.documents_by_status("deleted")) == 2

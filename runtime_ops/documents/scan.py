@@ -65,6 +65,11 @@ class ScanResult:
     next_start_after: str | None = None  # None: the next scan starts again from the first key
     listed: int = 0
     wrapped: bool = False
+    gone: list[str] = field(default_factory=list)  # current documents whose key the listing no longer has
+
+
+# The current documents' keys in a key range (after, upto]: None bounds are open. Byte order, as S3 lists.
+CurrentKeys = Callable[[str | None, str | None], list[str]]
 
 
 def scan(
@@ -75,16 +80,23 @@ def scan(
     max_new: int,
     max_keys: int,
     page_size: int = 1000,
+    current: CurrentKeys | None = None,
 ) -> ScanResult:
     """Collect up to `max_new` objects whose (key, version) is not known, listing at most `max_keys` keys.
 
     Comparing against the ledger instead of a timestamp is what makes two objects written in the same second,
     and an object overwritten in place, impossible to miss.
+
+    With `current`, the scan is also a sweep for deletions: every key range it listed completely, from
+    `start_after` to where it stopped (to the end of the listing when it wrapped), is compared with the current
+    documents' keys in that range; those the listing did not have are `gone`. A range is judged only once listed
+    whole, so a scan cut short by a full batch never calls unlisted keys gone.
     """
     result = ScanResult(next_start_after=start_after)
     pages = read_ahead(source.iter_pages(start_after=start_after, page_size=page_size))
     with contextlib.closing(pages):  # an early return (full batch) stops the read-ahead thread at once
-        return _scan_pages(pages, known, result, max_new=max_new, max_keys=max_keys)
+        _scan_pages(pages, known, result, max_new=max_new, max_keys=max_keys, current=current, start_after=start_after)
+    return result
 
 
 def _scan_pages(
@@ -94,21 +106,35 @@ def _scan_pages(
     *,
     max_new: int,
     max_keys: int,
-) -> ScanResult:
+    current: CurrentKeys | None,
+    start_after: str | None,
+) -> None:
+    covered = start_after  # keys up to here (exclusive of the next) have been compared for deletions
+
+    def sweep(upto: str | None, listed: set[str]) -> None:
+        nonlocal covered
+        if current is not None:
+            result.gone += [k for k in current(covered, upto) if k not in listed]
+        covered = upto
+
     for page in pages:
         if not page:
             continue
         seen = known([o.key for o in page])
+        listed: set[str] = set()
         for obj in page:
             result.listed += 1
             result.next_start_after = obj.key
+            listed.add(obj.key)
+            stop = result.listed >= max_keys
             if (obj.key, obj.version) not in seen:
                 result.new.append(obj)
-                if len(result.new) >= max_new:
-                    return result
-            if result.listed >= max_keys:
-                return result
+                stop = stop or len(result.new) >= max_new
+            if stop:
+                sweep(obj.key, listed)
+                return
+        sweep(page[-1].key, listed)
     # Reached the end of the listing: start from the top next time so overwrites of early keys are seen.
+    sweep(None, set())
     result.next_start_after = None
     result.wrapped = True
-    return result

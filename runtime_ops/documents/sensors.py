@@ -121,6 +121,9 @@ def drain_events(
     return tick
 
 
+GONE_REASON = "deleted from the landing (not in its listing)"
+
+
 def _batch_request(spec: PipelineSpec, batch_id: str, n_objects: int) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=batch_id,
@@ -195,7 +198,12 @@ def landing_tick(
         start_after=cursor.get("start_after"),
         max_new=spec.landing.batch_max_objects,
         max_keys=spec.landing.scan_max_keys,
+        current=lambda after, upto: store.documents.current_keys_between(after, upto, source=source.uri),
     )
+    # Objects deleted from the landing leave the corpus (and, through the change feed, the serving index).
+    removed = [k for k in result.gone if store.documents.remove_key(k, reason=GONE_REASON) is not None]
+    if removed:
+        context.log.info(f"{len(removed)} documents gone from {source.uri} left the corpus: {', '.join(removed[:5])}")
     if result.new:
         batch = store.ledger.record_batch(
             source.uri,

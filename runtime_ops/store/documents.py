@@ -121,6 +121,20 @@ class Documents(Repository):
             append_changes(conn, pipeline, [(d, REMOVE) for d in ids])
             return ids[-1]
 
+    def current_keys_between(self, after: str | None, upto: str | None, *, source: str) -> list[str]:
+        """Keys of current documents landed from `source` with after < key <= upto (None: open), in byte order
+        (as S3 and the local landing list them; PostgreSQL compares with the C collation)."""
+        key = _D.c.key.collate("C") if self.engine.dialect.name == "postgresql" else _D.c.key
+        lb = t.landing_batches
+        cond = and_(_D.c.status == "ok", self.owned(_D), lb.c.source == source)
+        if after is not None:
+            cond = and_(cond, key > after)
+        if upto is not None:
+            cond = and_(cond, key <= upto)
+        with self.tx() as conn:
+            q = select(_D.c.key).select_from(_D.join(lb, lb.c.id == _D.c.batch_id)).where(cond)
+            return [str(k) for k in conn.execute(q).scalars()]
+
     def document_counts(self) -> dict[str, int]:
         with self.tx() as conn:
             rows = conn.execute(select(_D.c.status, func.count()).where(self.owned(_D)).group_by(_D.c.status))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,10 @@ class LanceVectorIndex(VectorIndex):
             if not np.any(q):
                 out.append([])  # a zero query has no cosine similarity to anything
                 continue
+            # No filter: a prefilter is evaluated over every row before the ANN search (47 ms at 1M rows here);
+            # zero rows have no cosine distance and are dropped below.
             query = self._table.search(q, vector_column_name="vector").distance_type("cosine").limit(k)
-            query = query.where("norm > 0", prefilter=True).select(["chunk_id", "document_id", "_distance"])
+            query = query.select(["chunk_id", "document_id", "_distance"])
             if indexed:
                 query = query.nprobes(NPROBES).refine_factor(REFINE_FACTOR)
             rows = query.to_arrow().to_pydict()
@@ -136,8 +139,6 @@ class LanceVectorIndex(VectorIndex):
         return self._has_index("vector")
 
     def optimize(self) -> None:
-        from datetime import timedelta
-
         from lancedb.index import BTree, IvfSq
 
         with self._lock:
@@ -158,7 +159,9 @@ class LanceVectorStore(VectorStore):
         self.folder = folder
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(folder))
+            # Every read sees the newest committed version: a long-lived table handle (a searcher's) would otherwise
+            # keep answering from the version it opened.
+            self._db = lancedb.connect(str(folder), read_consistency_interval=timedelta(0))
         except OSError as exc:
             raise VectorStoreError(
                 f"cannot open the vector store folder {folder}: {exc.strerror or exc}; "
