@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, and_, insert, select, update
+from sqlalchemy import and_, insert, select, update
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import utcnow
-from runtime_ops.store.registry import Registry
 from runtime_ops.store.scope import Repository, row_dict
 
 _I = t.retrieval_indexes
@@ -18,10 +17,6 @@ FILLING, READY, DROPPED = "filling", "ready", "dropped"
 
 
 class Indexes(Repository):
-    def __init__(self, engine: Engine, pipeline: str | None, registry: Registry) -> None:
-        super().__init__(engine, pipeline)
-        self._registry = registry
-
     def index_for(self, model_version: int, backend: str, location: str) -> dict[str, Any] | None:
         """The live (not dropped) index of `model_version` in that vector store."""
         with self.tx() as conn:
@@ -102,6 +97,10 @@ class Indexes(Repository):
             return [dict(r._mapping) for r in conn.execute(q.order_by(_I.c.id))]
 
     def current_index(self) -> dict[str, Any] | None:
-        """The index the scope's `retrieval_index` alias points at."""
-        index_id = self._registry.alias("retrieval_index")
-        return self.get_index(index_id) if index_id is not None else None
+        """The index the scope's `retrieval_index` alias points at (one query: every search request asks)."""
+        al = t.aliases
+        pipeline = self.owner("read the serving index")
+        on = and_(al.c.target == _I.c.id, al.c.pipeline == _I.c.pipeline)
+        cond = and_(al.c.pipeline == pipeline, al.c.name == "retrieval_index")
+        with self.tx() as conn:
+            return row_dict(conn.execute(select(_I).select_from(al.join(_I, on)).where(cond)).first())

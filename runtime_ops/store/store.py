@@ -69,7 +69,7 @@ class StateStore:
         self.sagas = Sagas(engine, p)
         self.evaluations = Evaluations(engine, p)
         self.embeddings = Embeddings(engine, p)
-        self.indexes = Indexes(engine, p, self.registry)
+        self.indexes = Indexes(engine, p)
         self.answers = Answers(engine, p)
         self.audit_log = Audit(engine, p)
         self.requests = Requests(engine, p, self.audit_log)
