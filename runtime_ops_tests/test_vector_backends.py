@@ -152,6 +152,37 @@ def test_recall_at_10_through_the_ann_index(store: VectorStore, monkeypatch: pyt
         assert isinstance(index, pgvector.PgVectorIndex) and index.has_ann_index()
 
 
+def test_writes_after_the_ann_index_is_built_are_searchable_at_once(
+    store: VectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the ANN threshold, upserts, replacements and deletes show in the next search without an optimize()
+    (pgvector keeps them in a delta table beside the graph until optimize() folds them in)."""
+    from runtime_ops.vectors import lance, pgvector
+
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 1000)
+    monkeypatch.setattr(pgvector, "EXACT_MAX_ROWS", 1000)
+    index = store.open(IndexName("alpha", 1), DIM, create=True)
+    rows = unit_rows(3000, seed=8)
+    index.upsert(list(range(1, 3001)), [i // 7 for i in range(1, 3001)], rows)
+    index.optimize()
+    assert index.has_ann_index()
+
+    fresh = unit_rows(3, seed=9)
+    index.upsert([5001, 5002, 5003], [900, 900, 901], fresh)  # new rows
+    index.upsert([7], [1], fresh[2:3])  # an existing row replaced by the third new vector
+    assert index.count() == 3003
+    for i, q in enumerate(fresh[:2]):
+        assert index.search(q, 1)[0][0].chunk_id == 5001 + i
+    assert {h.chunk_id for h in index.search(fresh[2], 2)[0]} == {5003, 7}
+    assert index.missing([5001, 7, 9999]) == [9999]
+    assert index.delete_documents([900]) == 2 and index.count() == 3001
+    assert all(h.chunk_id not in (5001, 5002) for h in index.search(fresh[0], 10)[0])
+    index.optimize()  # folds pending writes into the ANN structure; nothing changes for a reader
+    assert index.count() == 3001 and {h.chunk_id for h in index.search(fresh[2], 2)[0]} == {5003, 7}
+    assert store.names("alpha") == [IndexName("alpha", 1)]
+    assert store.drop(IndexName("alpha", 1)) and store.names() == []
+
+
 _WRITER = textwrap.dedent(
     """
     import sys, numpy as np
