@@ -78,11 +78,26 @@ class ApiServer:
         self.stop()
         self.start()
 
+    def key_headers(self, scope: str = "read") -> dict[str, str]:
+        """An `Authorization` header with a fresh API key of `scope` (in this server's state store)."""
+        return key_headers(self.settings.resolved_database_url, scope)
+
     def __enter__(self) -> ApiServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def key_headers(database_url: str, scope: str = "read") -> dict[str, str]:
+    """An `Authorization` header with a fresh API key of `scope`, made in the state store at `database_url`."""
+    from runtime_ops.store import open_store
+
+    store = open_store(database_url, pipeline=None)
+    try:
+        return {"Authorization": f"Bearer {store.api_keys.create(f'test-{scope}', [scope]).key}"}
+    finally:
+        store.engine.dispose()
 
 
 def make_candidate(

@@ -183,6 +183,7 @@ class Inbox:
     def __init__(self) -> None:
         self.server = ApiServer(get_settings()).start()
         self.client = httpx.Client(base_url=self.server.url, timeout=10)
+        self.read = self.server.key_headers("read")
 
     def post(self, payload: Any, headers: dict[str, str] | None = None) -> httpx.Response:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -190,7 +191,7 @@ class Inbox:
         return self.client.post("/alerts/alertmanager", content=body, headers=headers)
 
     def alerts(self, **params: Any) -> list[dict[str, Any]]:
-        response = self.client.get("/api/alerts", params=params)
+        response = self.client.get("/api/alerts", params=params, headers=self.read)
         assert response.status_code == 200, response.text
         return response.json()
 
@@ -272,13 +273,14 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
     )
     index_before = store.indexes.current_index()
     api = ApiServer(get_settings()).start()
+    read = api.key_headers("read")
     am = Alertmanager(tmp_path / "am", f"{api.url}/alerts/alertmanager", bearer_token=token)
     try:
         am.start()
         am.amtool("alert", "add", "RetrievalIndexCorrupt", "severity=page", "--annotation=summary=index is corrupt")
 
         def inbox() -> list[dict[str, Any]]:
-            return httpx.get(f"{api.url}/api/alerts", timeout=5).json()
+            return httpx.get(f"{api.url}/api/alerts", headers=read, timeout=5).json()
 
         [entry] = wait_for(inbox, 30, "the alert to reach the inbox")
         assert entry["status"] == "firing" and entry["alertname"] == "RetrievalIndexCorrupt"
@@ -538,7 +540,7 @@ def test_inbox_is_idempotent_by_fingerprint_and_starts_at(inbox_pg: Inbox) -> No
     later = alert("A", "aaaaaaaaaaaaaaaa", "2026-11-29T11:00:00Z")
     assert inbox_pg.post(webhook(later), AUTH).json()["new"] == 1
     assert len(inbox_pg.alerts()) == 3
-    assert inbox_pg.client.get("/api/alerts", params={"status": "open"}).status_code == 400
+    assert inbox_pg.client.get("/api/alerts", params={"status": "open"}, headers=inbox_pg.read).status_code == 400
 
 
 @pytest.mark.parametrize(

@@ -580,8 +580,20 @@ def _promtool() -> str:
     return _require("promtool", "prometheus")
 
 
-def test_promtool_checks_the_prometheus_config() -> None:
-    result = _run([_promtool(), "check", "config", "prometheus.yml"], cwd=PROMETHEUS)
+def test_promtool_checks_the_prometheus_config(tmp_path: Path, compose: dict[str, Any]) -> None:
+    # The scrape key is a compose secret mounted at /run/secrets/<name>: checked here with a stand-in file there.
+    prom = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    job = next(j for j in prom["scrape_configs"] if j["job_name"] == "runtime_ops")
+    secret = Path(job["authorization"]["credentials_file"])
+    assert job["authorization"]["type"] == "Bearer" and secret.parent == Path("/run/secrets")
+    mounted = [m["source"] if isinstance(m, dict) else m for m in compose["services"]["prometheus"]["secrets"]]
+    assert secret.name in mounted and secret.name in compose["secrets"]
+    stand_in = tmp_path / secret.name
+    stand_in.write_text("rok_00000000_stand-in")
+    job["authorization"]["credentials_file"] = str(stand_in)
+    shutil.copy(PROMETHEUS / "rules.yml", tmp_path / "rules.yml")
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prom))
+    result = _run([_promtool(), "check", "config", "prometheus.yml"], cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout + result.stderr
 

@@ -49,8 +49,16 @@ def _series(samples: Samples, name: str) -> dict[frozenset[tuple[str, str]], flo
     return {labels: v for (n, labels), v in samples.items() if n == name}
 
 
+def _read_headers(client: TestClient) -> dict[str, str]:
+    """A `read` key of the app's own state store, made once per app."""
+    app: Any = client.app
+    if not hasattr(app.state, "test_read_key"):
+        app.state.test_read_key = app.state.store.api_keys.create("metrics-test", ["read"]).key
+    return {"Authorization": f"Bearer {app.state.test_read_key}"}
+
+
 def _scrape_http(client: TestClient) -> Samples:
-    response = client.get("/metrics")
+    response = client.get("/metrics", headers=_read_headers(client))
     assert response.status_code == 200
     assert response.headers["content-type"] == CONTENT_TYPE_LATEST
     return parse_metrics(response.text)
@@ -379,7 +387,7 @@ def test_a_failing_source_is_counted_and_the_rest_still_served(env, postgres_url
     store = app.state.store.scoped("demo")  # the API holds an unscoped store; a batch belongs to a pipeline
     with store.tx() as conn:
         conn.execute(text("DROP TABLE metric_series"))
-    response = client.get("/metrics")
+    response = client.get("/metrics", headers=_read_headers(client))
     assert response.status_code == 200 and "Traceback" not in response.text
     s = parse_metrics(response.text)
     assert _get(s, "runtime_ops_metrics_scrape_errors_total", section="store") == 1

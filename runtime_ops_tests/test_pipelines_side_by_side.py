@@ -122,11 +122,12 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         )
         evidence = httpx.get(f"{api.url}/approvals/{genuine}", timeout=10)
         assert evidence.status_code == 200 and "<b id=pipeline>alpha</b>" in evidence.text
-        listed = httpx.get(f"{api.url}/api/approvals", params={"status": "pending"}, timeout=10).json()
+        read = api.key_headers("read")
+        listed = httpx.get(f"{api.url}/api/approvals", params={"status": "pending"}, headers=read, timeout=10).json()
         assert {(r["id"], r["pipeline"]) for r in listed} == {(alpha_req["id"], "alpha"), (beta_req["id"], "beta")}
-        only_beta = httpx.get(f"{api.url}/api/approvals", params={"pipeline": "beta"}, timeout=10).json()
+        only_beta = httpx.get(f"{api.url}/api/approvals", params={"pipeline": "beta"}, headers=read, timeout=10).json()
         assert {r["pipeline"] for r in only_beta} == {"beta"}
-        metrics = httpx.get(f"{api.url}/metrics", timeout=10).text
+        metrics = httpx.get(f"{api.url}/metrics", headers=read, timeout=10).text
     assert 'pipeline="alpha"' in metrics and 'pipeline="beta"' in metrics
     assert stores["alpha"].requests.get_request(alpha_req["id"])["status"] == "pending"
 

@@ -219,9 +219,11 @@ def test_forged_missing_stale_and_garbled_requests_are_refused(world: World) -> 
 
 def test_json_api_lists_requests(world: World) -> None:
     world.click("U2")
-    rows = httpx.get(f"{world.api.url}/api/approvals", params={"status": "approved"}).json()
+    read = world.api.key_headers("read")
+    assert httpx.get(f"{world.api.url}/api/approvals").status_code == 401  # no key, no list
+    rows = httpx.get(f"{world.api.url}/api/approvals", params={"status": "approved"}, headers=read).json()
     assert [r["id"] for r in rows] == [world.request["id"]]
     assert rows[0]["decided_by"] == "U2" and rows[0]["approvers"] == ["U2", "U3", "U4"]
-    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "pending"}).json() == []
-    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "bogus"}).status_code == 400
+    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "pending"}, headers=read).json() == []
+    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "bogus"}, headers=read).status_code == 400
     assert httpx.get(f"{world.api.url}/readyz").json() == {"status": "ready"}

@@ -55,10 +55,10 @@ def put_tree(client: Any, bucket: str, folder: Path) -> int:
     return len(files)
 
 
-def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def scrape(url: str, headers: dict[str, str]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    resp = httpx.get(f"{url}/metrics", timeout=30)
+    resp = httpx.get(f"{url}/metrics", headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
     assert resp.headers["content-type"].startswith("text/plain")
     samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
@@ -151,7 +151,9 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         assert [h["new_target"] for h in store.registry.alias_history("production")] == [1, 2]
         wait_for(lambda: slack.calls_to("chat.update"), 30, "the Slack message updated with the decision")
 
-        # 4. /metrics (ops API process) and GraphQL (webserver process) agree on what ran.
+        # 4. /metrics (ops API process, a `read` key as Prometheus sends it) and GraphQL (webserver) agree.
+        read = {"Authorization": f"Bearer {store.api_keys.create('prometheus', ['read']).key}"}
+
         def finished() -> list[dict[str, Any]] | None:
             data = topo.graphql(RUNS_QUERY)["runsOrError"]
             assert data["__typename"] == "Runs", data
@@ -165,7 +167,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         steps_failed = Counter((job, step) for job, step, status in steps if status == "FAILURE")
 
         def agree() -> dict | None:
-            samples = scrape(topo.ops_url)
+            samples = scrape(topo.ops_url, read)
             got = (
                 by_labels(samples, "runtime_ops_runs_total", "job", "status"),
                 by_labels(samples, "runtime_ops_step_success_total", "job", "step"),
@@ -176,7 +178,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         try:
             samples = wait_for(agree, 30, "/metrics agreeing with GraphQL")
         except TimeoutError:
-            samples = scrape(topo.ops_url)
+            samples = scrape(topo.ops_url, read)
             assert by_labels(samples, "runtime_ops_runs_total", "job", "status") == runs_by_job
             assert by_labels(samples, "runtime_ops_step_success_total", "job", "step") == steps_ok
             assert by_labels(samples, "runtime_ops_step_failure_total", "job", "step") == steps_failed

@@ -10,14 +10,17 @@
 | `GET /metrics` | `routes/metrics.py` |
 | `POST /api/search`, `POST /api/answer` | `routes/search.py` |
 | `GET /healthz`, `GET /readyz` | `routes/health.py` |
+| `GET /openapi.json`, `GET /docs` | `routes/docs.py` |
 
 What the routes share (settings, state store, clock, link secret, Slack) is built here once and handed to
 them as FastAPI dependencies (`runtime_ops.api.deps`). Handlers are plain `def`s or await only the request
 body: each does one short state-store transaction in the thread pool, so a Slack click is acknowledged well
 within Slack's 3 seconds; Slack message updates run after the response.
 
-Routes for API clients require a scoped API key with `runtime_ops.api.auth.require_scope(scope)` (keys are made
-with `runtime-ops keys create`).
+Every route authenticates its caller: Slack by its signature, approval pages by the link's signature, the
+Alertmanager and landing webhooks by their tokens, and everything else (`/api/*`, `/metrics`, `/openapi.json`,
+`/docs`) by a scoped API key, `runtime_ops.api.auth.require_scope(scope)` (keys are made with `runtime-ops keys
+create`). Only `/healthz` and `/readyz` answer anyone: they say nothing but up or down.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from fastapi.telemetry import TelemetryConfig
 
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
-from runtime_ops.api.routes import alerts, approval_pages, approvals, health, landing, metrics, search, slack
+from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
@@ -65,12 +68,21 @@ def create_app(
         anyio.to_thread.current_default_thread_limiter().total_tokens = _THREADS
         yield
 
-    app = FastAPI(title="runtime_ops ops API", version="1", lifespan=lifespan, telemetry=_TELEMETRY)
+    # The schema and the Swagger page are served by routes/docs.py, behind a `read` key, not by FastAPI's open ones.
+    app = FastAPI(
+        title="runtime_ops ops API",
+        version="1",
+        lifespan=lifespan,
+        telemetry=_TELEMETRY,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.ops = ops
     app.state.store = ops.store
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
     search.install_search(app, ops, app.state.metrics_registry)
-    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search):
+    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, docs):
         app.include_router(module.router)
     return app
 

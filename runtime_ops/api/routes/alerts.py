@@ -8,12 +8,13 @@ from __future__ import annotations
 import hmac
 import logging
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.alerts.webhook import MalformedPayload, parse_payload
+from runtime_ops.api.auth import require_scope
 from runtime_ops.api.deps import ClockDep, SettingsDep, StoreDep
 
 router = APIRouter(tags=["alerts"])
@@ -78,7 +79,7 @@ async def alertmanager_webhook(request: Request, settings: SettingsDep, store: S
     return JSONResponse({"status": "recorded", "alerts": len(payload.alerts), **counts})
 
 
-@router.get("/api/alerts")
+@router.get("/api/alerts", dependencies=[Depends(require_scope("read"))])
 def list_alerts(
     store: StoreDep, status: str | None = None, limit: int = 100, pipeline: str | None = None
 ) -> JSONResponse:

@@ -1,11 +1,13 @@
-"""`GET /api/approvals`: approval requests as JSON, newest first (the fields an operator may see)."""
+"""`GET /api/approvals`: approval requests as JSON, newest first (the fields an operator may see); an API key with
+the `read` scope."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
+from runtime_ops.api.auth import require_scope
 from runtime_ops.api.deps import StoreDep
 
 router = APIRouter(tags=["approvals"])
@@ -35,7 +37,7 @@ PUBLIC_FIELDS = (
 )
 
 
-@router.get("/api/approvals")
+@router.get("/api/approvals", dependencies=[Depends(require_scope("read"))])
 def list_approvals(
     store: StoreDep, status: str | None = None, limit: int = 100, pipeline: str | None = None
 ) -> JSONResponse:

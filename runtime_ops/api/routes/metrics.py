@@ -1,4 +1,5 @@
-"""`GET /metrics`: Prometheus metrics of the state store and the Dagster instance (`RuntimeOpsCollector`)."""
+"""`GET /metrics`: Prometheus metrics of the state store and the Dagster instance (`RuntimeOpsCollector`); an API
+key with the `read` scope (Prometheus sends it with `authorization: {credentials_file: ...}`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
+from runtime_ops.api.auth import require_scope
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
 from runtime_ops.store import StateStore
 
@@ -36,7 +38,7 @@ async def _registry(request: Request) -> CollectorRegistry:
     return registry
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=[Depends(require_scope("read"))])
 def metrics(
     collector: Annotated[RuntimeOpsCollector, Depends(_collector)],
     registry: Annotated[CollectorRegistry, Depends(_registry)],
