@@ -324,6 +324,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     # Readable log lines on a developer's terminal unless JSON was asked for explicitly.
     env.setdefault("RUNTIME_OPS_LOG_FORMAT", "console")
     api_host, api_port = args.api_host, args.api_port
+    if not settings.alert_token and api_host in ("127.0.0.1", "localhost", "::1"):
+        # On this machine only: alerts may be posted without a token (anywhere else set RUNTIME_OPS_ALERT_TOKEN).
+        env.setdefault("RUNTIME_OPS_ALERT_OPEN", "true")
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],

@@ -100,6 +100,9 @@ class Settings(BaseSettings):
     # Alerts: the remediation rule file the alert sensor reads, and the bearer token Alertmanager must send.
     alert_rules: Path | None = Field(default=None, **_env("RUNTIME_OPS_ALERT_RULES"))
     alert_token: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_ALERT_TOKEN"))
+    # Without a token the alert webhook refuses every request, unless opened for local use on purpose (make dev):
+    # an anonymous alert can launch retrain, re-embed and rollback runs.
+    alert_open: bool = Field(default=False, **_env("RUNTIME_OPS_ALERT_OPEN"))
 
     # Where pipelines keep their vector indexes unless their defs.yaml says: lance:///folder or postgresql://...
     vector_store: str | None = Field(default=None, **_env("RUNTIME_OPS_VECTOR_STORE"))

@@ -228,6 +228,8 @@ def fence_of(store: Any, alias: str) -> int:
 def production_v1(env: Any, postgres_url: str, redis_url: str, instance: Any, tmp_path: Path, **extra: str) -> Any:
     """Documents landed, model v1 trained, auto-approved (nothing to beat) and serving."""
     landing = tmp_path / "landing"
+    # The alert webhook opened on purpose, as `runtime-ops dev` opens it on loopback (no token to send).
+    extra = {"RUNTIME_OPS_ALERT_OPEN": "true", **extra}
     env(database_url=postgres_url, landing=str(landing), REDIS_URL=redis_url, **NEEDS_A_HUMAN, **extra)
     store, flow = serving_v1(landing, instance)
     return store, flow, landing
@@ -510,6 +512,17 @@ def inbox_pg(env, postgres_url, open_inbox) -> Inbox:  # type: ignore[no-untyped
 AUTH = {"Authorization": "Bearer s3cret"}
 
 
+def test_without_a_token_the_webhook_is_closed_unless_opened_for_local_use(env, postgres_url, open_inbox) -> None:  # type: ignore[no-untyped-def]
+    env(database_url=postgres_url)
+    closed = open_inbox()
+    refused = closed.post(webhook(alert("A", "aaaaaaaaaaaaaaaa", "2026-11-29T10:00:00Z")))
+    assert refused.status_code == 403 and "RUNTIME_OPS_ALERT_TOKEN" in refused.json()["error"]
+    assert closed.alerts() == [], "nothing was recorded"
+    env(database_url=postgres_url, RUNTIME_OPS_ALERT_OPEN="true")
+    opened = open_inbox()
+    assert opened.post(webhook(alert("A", "aaaaaaaaaaaaaaaa", "2026-11-29T10:00:00Z"))).json()["new"] == 1
+
+
 def test_inbox_is_idempotent_by_fingerprint_and_starts_at(inbox_pg: Inbox) -> None:
     a1 = alert("A", "aaaaaaaaaaaaaaaa", "2026-11-29T10:00:00.123456789Z")
     a2 = alert("B", "bbbbbbbbbbbbbbbb", "2026-11-29T10:00:00+02:00")
@@ -608,7 +621,7 @@ def sqlite_flow(env, tmp_path, open_inbox) -> Iterator[tuple[Any, Flow, Inbox, P
         "  - name: quality\n    match: {alertname: Quality}\n    action: rollback\n    preapproved: true\n"
         "  - name: info\n    match_re: {severity: info|none}\n    action: notify\n",
     )
-    env(RUNTIME_OPS_ALERT_RULES=str(rules))
+    env(RUNTIME_OPS_ALERT_RULES=str(rules), RUNTIME_OPS_ALERT_OPEN="true")
     with dg.instance_for_test() as instance:
         yield open_store(get_settings().resolved_database_url), Flow(instance), open_inbox(), rules
 

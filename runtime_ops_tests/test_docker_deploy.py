@@ -42,6 +42,9 @@ COMPOSE_SECRETS = {
     "MINIO_ROOT_PASSWORD": "minio-secret",
     "RUNTIME_OPS_LINK_SECRET": "link-secret",
     "GRAFANA_ADMIN_PASSWORD": "grafana-secret",
+    # Not secrets, but no safe default: without approvers anyone could approve, without a token anyone alert.
+    "RUNTIME_OPS_APPROVERS": "U024BE7LH",
+    "RUNTIME_OPS_ALERT_TOKEN": "alert-token",
 }
 
 # The services issue 6 asks for, by their compose names (README's table must name the same ones).
@@ -330,7 +333,9 @@ def test_runtime_environment_is_valid_settings(compose: dict[str, Any], monkeypa
     assert s.resolved_landing == "s3://runtime-ops/incoming" and s.aws_endpoint_url == "http://minio:9000"
     assert s.resolved_link_secret() == "link-secret"
     # Empty optional integrations mean "off", not an empty credential; deadlines keep their defaults.
-    assert not s.slack_bot_token and not s.model_endpoint and not s.webhook_secret and not s.alert_token
+    assert not s.slack_bot_token and not s.model_endpoint and not s.webhook_secret
+    # Required: approvers (the API refuses a public URL without them) and the alert webhook's token.
+    assert s.approvers == ("U024BE7LH",) and s.alert_token is not None and not s.alert_open
     assert (s.escalate_after, s.expire_after) == (timedelta(hours=4), timedelta(hours=24))
     assert s.required_approvals == 1 and s.log_format == "json"
 

@@ -95,3 +95,27 @@ def test_no_key_is_401_a_key_without_the_scope_is_403_the_scope_gets_in(
 def test_the_health_probes_need_no_key_and_say_nothing_else(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json() == {"status": "ready"}
+
+
+@pytest.mark.parametrize(
+    "exposed",
+    [
+        {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APPROVAL_CHANNEL": "C1"},
+        {"SLACK_SIGNING_SECRET": "signing"},
+        {"RUNTIME_OPS_PUBLIC_URL": "https://ops.example.com"},
+    ],
+)
+def test_anyone_may_approve_is_refused_at_start_once_slack_or_a_public_url_is_configured(
+    env, postgres_url, exposed: dict[str, str]
+) -> None:  # type: ignore[no-untyped-def]
+    from runtime_ops.definitions import build_definitions
+    from runtime_ops.pipeline.resolve import OpenApprovals
+
+    env(database_url=postgres_url, **exposed)
+    with pytest.raises(OpenApprovals, match=r"defs\.yaml: pipeline 'demo' names no approvers.*RUNTIME_OPS_APPROVERS"):
+        create_app(get_settings())  # `runtime-ops serve`
+    with pytest.raises(OpenApprovals, match="names no approvers.*approvals.approvers in its defs.yaml"):
+        build_definitions(get_settings())  # the code location: daemon, webserver, run workers
+    env(database_url=postgres_url, RUNTIME_OPS_APPROVERS="U1,U2", **exposed)
+    create_app(get_settings())
+    build_definitions(get_settings())

@@ -90,6 +90,11 @@ def create_app(
 def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext:
     """Open the state store and wire Slack from the settings: Slack posting needs a bot token and a channel,
     Slack interactivity a signing secret; without them approvals fall back to signed links in the log."""
+    from runtime_ops.components.loading import load_specs
+
+    # The pipelines' declarations are checked before anything is served: one that would let anyone approve its
+    # promotions (Slack or a public URL, no approvers) stops the API here, naming the setting.
+    load_specs(settings)
     # Unscoped: the API serves every pipeline's requests (ids are global; each row names its pipeline).
     store = open_store(settings.resolved_database_url, pipeline=None)
     link_secret = settings.resolved_link_secret()

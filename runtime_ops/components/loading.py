@@ -146,6 +146,9 @@ def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
     folder = folder.resolve()
     declared = check_folder(folder)
     check_landings(declared, settings)
+    # Settings-dependent refusals (a pipeline anyone could approve) with their own message, before Dagster's
+    # component tree would wrap them in its own.
+    _resolve(declared, settings)
     if not declared:
         raise PipelineConfigError(
             f"{folder}: no defs.yaml declares a {COMPONENT_TYPE}; add <name>/defs.yaml (see runtime_ops/defs/demo)"
@@ -177,13 +180,18 @@ def _raw_attributes(path: Path) -> dict[str, Any]:
 
 def load_specs(settings: Settings | None = None) -> dict[str, PipelineSpec]:
     """Every declared pipeline's resolved spec, by name, without building Dagster definitions (CLI, ops API)."""
-    from runtime_ops.components.retrieval_pipeline import RetrievalPipeline
     from runtime_ops.settings import get_settings
 
     settings = settings or get_settings()
     folder = (settings.pipelines_dir or BUILTIN_DEFS).resolve()
     declared = check_folder(folder)
     check_landings(declared, settings)
+    return _resolve(declared, settings)
+
+
+def _resolve(declared: Sequence[DeclaredPipeline], settings: Settings) -> dict[str, PipelineSpec]:
+    from runtime_ops.components.retrieval_pipeline import RetrievalPipeline
+
     specs = {}
     for p in declared:
         with warnings.catch_warnings():

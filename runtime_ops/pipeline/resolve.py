@@ -109,6 +109,30 @@ def _vector_store(attrs: PipelineAttributes, settings: Settings) -> VectorStoreS
     return VectorStoreSpec(url=f"lance://{settings.resolved_home / 'vectors'}")
 
 
+class OpenApprovals(ValueError):
+    """A pipeline would let anyone approve its promotions where others can reach the decision."""
+
+
+def check_approvers(attrs: PipelineAttributes, settings: Settings, *, source: str = "") -> None:
+    """Refuse a pipeline with no approvers once Slack or a public URL is configured: every member of the
+    workspace (guests too), or anyone holding a link's page, could approve a production promotion. Local use
+    (no Slack, the default loopback URL) keeps the open default: the CLI's operator decides."""
+    if attrs.approvals.approvers or settings.approvers:
+        return
+    exposed = []
+    if settings.slack_bot_token or settings.slack_signing_secret:
+        exposed.append("Slack (SLACK_BOT_TOKEN / SLACK_SIGNING_SECRET)")
+    if "public_url" in settings.model_fields_set:
+        exposed.append(f"a public URL (RUNTIME_OPS_PUBLIC_URL={settings.public_url})")
+    if exposed:
+        where = f"{source}: " if source else ""
+        raise OpenApprovals(
+            f"{where}pipeline {attrs.name!r} names no approvers while {' and '.join(exposed)} is configured: anyone "
+            "reaching it could approve a production promotion. Set approvals.approvers in its defs.yaml (or "
+            "RUNTIME_OPS_APPROVERS) to the ids allowed to decide."
+        )
+
+
 def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
     landing = attrs.landing
     approvals = attrs.approvals
@@ -117,6 +141,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
     )
     expire = parse_duration(approvals.expire_after) if approvals.expire_after is not None else settings.expire_after
     answers = attrs.answers
+    check_approvers(attrs, settings, source=source)
     return PipelineSpec(
         name=attrs.name,
         description=attrs.description,

@@ -54,6 +54,15 @@ async def alertmanager_webhook(request: Request, settings: SettingsDep, store: S
     """Alertmanager's webhook (version 4). 4xx for what a retry cannot fix (Alertmanager does not retry
     them); 503 only when nothing was recorded (it retries 5xx, and a redelivery is a no-op)."""
     token = settings.alert_token.get_secret_value() if settings.alert_token else None
+    if token is None and not settings.alert_open:
+        log.warning("alert webhook refused: no RUNTIME_OPS_ALERT_TOKEN configured")
+        return JSONResponse(
+            {
+                "error": "the alert webhook is closed: set RUNTIME_OPS_ALERT_TOKEN (and the same bearer token in "
+                "Alertmanager's webhook config), or RUNTIME_OPS_ALERT_OPEN=true for local use only"
+            },
+            403,
+        )
     if token is not None:
         supplied = request.headers.get("authorization", "")
         if not hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode()):
