@@ -114,7 +114,7 @@ def test_anyone_may_approve_is_refused_at_start_once_slack_or_a_public_url_is_co
     env(database_url=postgres_url, **exposed)
     with pytest.raises(OpenApprovals, match=r"defs\.yaml: pipeline 'demo' names no approvers.*RUNTIME_OPS_APPROVERS"):
         create_app(get_settings())  # `runtime-ops serve`
-    with pytest.raises(OpenApprovals, match="names no approvers.*approvals.approvers in its defs.yaml"):
+    with pytest.raises(OpenApprovals, match=r"names no approvers.*approvals\.approvers in its defs\.yaml"):
         build_definitions(get_settings())  # the code location: daemon, webserver, run workers
     env(database_url=postgres_url, RUNTIME_OPS_APPROVERS="U1,U2", **exposed)
     create_app(get_settings())

@@ -103,6 +103,8 @@ def parse_payload(body: bytes | str) -> WebhookPayload:
     """Parse a webhook body; raises MalformedPayload naming the first problems."""
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise MalformedPayload("body JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedPayload(f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -36,6 +36,7 @@ from fastapi.telemetry import TelemetryConfig
 
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
+from runtime_ops.api.guards import BodyLimit, PageHeaders
 from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
@@ -78,6 +79,9 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    # Outermost last: the size limit runs before anything reads a body; pages get their security headers.
+    app.add_middleware(PageHeaders)
+    app.add_middleware(BodyLimit)
     app.state.ops = ops
     app.state.store = ops.store
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)

@@ -23,6 +23,8 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 SETTING = "RUNTIME_OPS_LANDING"
+# Where the landing webhook keeps the objects it replaces until its request is whole (a dot-folder: never scanned).
+STASH_FOLDER = ".runtime_ops_stash"
 # Names of files still being written by common tools (curl/wget/rsync partials, browsers, our own temp).
 IGNORED_SUFFIXES = (".tmp", ".part", ".crdownload")
 
@@ -83,6 +85,26 @@ class LandingSource(Protocol):
         """Remove the object; False when there was none."""
         ...
 
+    def exists(self, key: str) -> bool:
+        """An object is at `key`."""
+        ...
+
+    def is_folder(self, key: str) -> bool:
+        """Objects are under `key/`."""
+        ...
+
+    def stash(self, key: str, stash: str) -> None:
+        """Keep the object at `key` aside under the stash `stash` (ignored by the scan)."""
+        ...
+
+    def unstash(self, stash: str, key: str) -> None:
+        """Put the object stashed for `key` back, at the version it had."""
+        ...
+
+    def discard(self, stash: str) -> None:
+        """Remove the stash `stash` and everything in it."""
+        ...
+
 
 # ----------------------------------------------------------------------------------------------- key rules
 
@@ -98,11 +120,20 @@ def is_ignored_key(key: str) -> bool:
     return parts[-1].endswith(IGNORED_SUFFIXES)
 
 
+# What every landing accepts (the strictest of S3's and a POSIX folder's rules, so a key that lands in one lands in
+# the other): a key of at most 1,024 UTF-8 bytes, segments of at most 255.
+MAX_KEY_BYTES = 1024
+MAX_SEGMENT_BYTES = 255
+
+
 def check_key(key: str) -> str:
-    """Validate a key for ``put``/``read``: relative, POSIX, no ``..``/empty segments, not ignored."""
+    """Validate a key for ``put``/``read``: relative, POSIX, no ``..``/empty segments, not ignored, no control
+    characters, within the length limits."""
     if not isinstance(key, str) or not key:
         raise ValueError("landing key must be a non-empty string")
-    if key.startswith("/") or "\x00" in key or (os.sep == "\\" and "\\" in key):
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise ValueError(f"landing key {key!r} contains a control character (NUL, newline, ...)")
+    if key.startswith("/") or (os.sep == "\\" and "\\" in key):
         raise ValueError(f"landing key {key!r} must be relative with POSIX separators")
     parts = key.split("/")
     if any(p in ("", ".", "..") for p in parts):
@@ -113,10 +144,34 @@ def check_key(key: str) -> str:
             f"(dot-file/dot-dir or a {'/'.join(IGNORED_SUFFIXES)} temp name)"
         )
     try:
-        key.encode("utf-8")
+        encoded = key.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"landing key {key!r} is not valid UTF-8") from exc
+    if len(encoded) > MAX_KEY_BYTES:
+        raise ValueError(f"landing key {key[:60]!r}... is {len(encoded)} bytes long (at most {MAX_KEY_BYTES})")
+    long = [p for p in parts if len(p.encode("utf-8")) > MAX_SEGMENT_BYTES]
+    if long:
+        raise ValueError(
+            f"landing key {key[:60]!r}... has a segment of {len(long[0].encode())} bytes (at most {MAX_SEGMENT_BYTES})"
+        )
     return key
+
+
+def key_conflicts(keys: list[str]) -> list[str]:
+    """What stops these keys from landing together: a key given twice, or a key that is a folder of another
+    (``a`` and ``a/b``: a folder landing cannot hold both, and S3 listings would mix them). Pure."""
+    from collections import Counter
+
+    counts = Counter(keys)
+    problems = [f"{k!r} is given more than once" for k in sorted(k for k, n in counts.items() if n > 1)]
+    for k in sorted(counts):
+        parts = k.split("/")
+        problems += [
+            f"{parent!r} is a file but {k!r} needs it to be a folder"
+            for parent in ("/".join(parts[:i]) for i in range(1, len(parts)))
+            if parent in counts
+        ]
+    return problems
 
 
 def check_page_size(page_size: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import stat
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from runtime_ops.landing.base import (
     IGNORED_SUFFIXES,
     SETTING,
+    STASH_FOLDER,
     LandingError,
     ObjectChanged,
     ObjectGone,
@@ -211,6 +213,32 @@ class LocalLandingSource:
         except (FileNotFoundError, NotADirectoryError):
             return False
         return True
+
+    # -- what the landing webhook's all-or-nothing writes need (`runtime_ops.landing.transaction`)
+
+    def exists(self, key: str) -> bool:
+        return os.path.isfile(self._path(key))
+
+    def is_folder(self, key: str) -> bool:
+        return os.path.isdir(self._path(key))
+
+    def _stash_path(self, stash: str, key: str) -> str:
+        return os.path.join(self.root, STASH_FOLDER, stash, *check_key(key).split("/"))
+
+    def stash(self, key: str, stash: str) -> None:
+        """Keep the current object of `key` aside (a hard link: no copy, its mtime and so its version kept)."""
+        target = self._stash_path(stash, key)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(self._path(key), target)
+
+    def unstash(self, stash: str, key: str) -> None:
+        """Put the stashed object back at `key` (a rename: the same file, the same version as before)."""
+        path = self._path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.replace(self._stash_path(stash, key), path)
+
+    def discard(self, stash: str) -> None:
+        shutil.rmtree(os.path.join(self.root, STASH_FOLDER, stash), ignore_errors=True)
 
     def put(self, key: str, data: bytes) -> ObjectRef:
         """Atomic write: a hidden temp file in the target folder (ignored by the scan), then ``os.replace``.

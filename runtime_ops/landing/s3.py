@@ -14,6 +14,7 @@ from typing import Any
 
 from runtime_ops.landing.base import (
     SETTING,
+    STASH_FOLDER,
     LandingBucketMissing,
     ObjectChanged,
     ObjectGone,
@@ -190,6 +191,43 @@ class S3LandingSource:
             raise
         self.client.delete_object(Bucket=self.bucket, Key=full)
         return True
+
+    # -- what the landing webhook's all-or-nothing writes need (`runtime_ops.landing.transaction`)
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self.prefix + check_key(key))
+        except ClientError as exc:
+            if _http_status(exc) == 404:
+                return False
+            raise
+        return True
+
+    def is_folder(self, key: str) -> bool:
+        listed = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix + check_key(key) + "/", MaxKeys=1)
+        return bool(listed.get("KeyCount"))
+
+    def _stash_key(self, stash: str, key: str) -> str:
+        return f"{self.prefix}{STASH_FOLDER}/{stash}/{check_key(key)}"
+
+    def stash(self, key: str, stash: str) -> None:
+        """Keep the current object of `key` aside (a server-side copy: nothing through this process)."""
+        source = {"Bucket": self.bucket, "Key": self.prefix + check_key(key)}
+        self.client.copy_object(Bucket=self.bucket, Key=self._stash_key(stash, key), CopySource=source)
+
+    def unstash(self, stash: str, key: str) -> None:
+        """Copy the stashed object back to `key` (the same bytes: the same ETag, so the same version)."""
+        source = {"Bucket": self.bucket, "Key": self._stash_key(stash, key)}
+        self.client.copy_object(Bucket=self.bucket, Key=self.prefix + check_key(key), CopySource=source)
+
+    def discard(self, stash: str) -> None:
+        prefix = f"{self.prefix}{STASH_FOLDER}/{stash}/"
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
 
     def put(self, key: str, data: bytes) -> ObjectRef:
         """A single PutObject (atomic in S3). ``last_modified`` comes from a HEAD of that exact ETag."""

@@ -1,7 +1,9 @@
 """`POST /webhooks/landing`: documents from systems that cannot write to the bucket.
 
 The objects are written into the landing folder or bucket, so they reach the ledger through the landing sensor
-like any other object (one ingestion per version). Authenticated with a shared secret header.
+like any other object (one ingestion per version). Authenticated with a shared secret header, checked before the
+body is read. Every key is checked with the landing's own rules before anything is written, and the request
+lands whole or not at all (`runtime_ops.landing.transaction`).
 """
 
 from __future__ import annotations
@@ -9,16 +11,21 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
+import logging
 from typing import Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.deps import SettingsDep, StoreDep
-from runtime_ops.landing import is_ignored_key, open_landing
+from runtime_ops.landing import open_landing
+from runtime_ops.landing.transaction import RefusedKeys, write_all
 
 HEADER = "X-Runtime-Ops-Token"
+log = logging.getLogger("runtime_ops.api.landing")
 router = APIRouter(tags=["landing"])
 
 
@@ -55,18 +62,33 @@ class LandingRequest(BaseModel):
 
 
 @router.post("/webhooks/landing")
-def land(
-    payload: dict[str, Any],
+async def land(
+    request: Request,
     settings: SettingsDep,
     store: StoreDep,
     token: str | None = Header(None, alias=HEADER),
     pipeline: str | None = Query(None, description="the pipeline whose landing receives the objects"),
 ) -> JSONResponse:
+    # The secret is checked before the body is read (the body's size is bounded by the app's BodyLimit first).
     secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
     if not secret:
         return JSONResponse({"error": "webhook landing is disabled: set RUNTIME_OPS_WEBHOOK_SECRET"}, 404)
     if token is None or not hmac.compare_digest(token.encode(), secret.encode()):
         return JSONResponse({"error": f"missing or wrong {HEADER} header"}, 401)
+    try:
+        payload = json.loads(await request.body())
+        parsed = LandingRequest.model_validate(payload)
+        blobs = [(o.key, o.data()) for o in parsed.objects]
+    except RecursionError:
+        return JSONResponse({"error": "invalid landing request: JSON nested too deeply"}, 400)
+    except (ValidationError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return JSONResponse({"error": f"invalid landing request: {exc}"}, 400)
+    return await run_in_threadpool(_land, settings, store, pipeline, blobs, parsed.deleted)
+
+
+def _land(
+    settings: Any, store: Any, pipeline: str | None, blobs: list[tuple[str, bytes]], deletes: list[str]
+) -> JSONResponse:
     from runtime_ops.components.loading import PipelineConfigError, get_spec
 
     try:
@@ -74,36 +96,24 @@ def land(
     except PipelineConfigError as exc:
         return JSONResponse({"error": f"{exc}; name it with ?pipeline="}, 404 if pipeline else 400)
     max_bytes = spec.landing.max_document_bytes
-    try:
-        request = LandingRequest.model_validate(payload)
-        blobs = [(o.key, o.data()) for o in request.objects]
-    except (ValidationError, ValueError) as exc:
-        return JSONResponse({"error": f"invalid landing request: {exc}"}, 400)
     too_big = [k for k, b in blobs if len(b) > max_bytes]
     if too_big:
         limit = f"landing.max_document_bytes of pipeline {spec.name} ({max_bytes})"
         return JSONResponse({"error": f"over {limit}: {too_big}"}, 413)
     source = open_landing(spec.landing.uri, endpoint_url=settings.aws_endpoint_url)
-    # Validate every key before writing any, so a bad key leaves nothing half-landed.
-    keys = [k for k, _ in blobs] + request.deleted
-    bad = [k for k in keys if not k or is_ignored_key(k) or ".." in k.split("/") or k.startswith("/")]
-    if bad:
-        return JSONResponse({"error": f"keys the landing would ignore or that escape it: {bad}"}, 400)
-    landed = []
-    for key, data in blobs:
-        try:
-            ref = source.put(key, data)
-        except ValueError as exc:
-            return JSONResponse({"error": str(exc), "landed": landed}, 400)
-        landed.append({"key": ref.key, "version": ref.version, "size": ref.size})
+    # Every key is checked (and what it replaces stashed) before anything is written: all objects land, or none.
+    try:
+        written = write_all(source, blobs, deletes)
+    except RefusedKeys as exc:
+        return JSONResponse({"error": "nothing landed: keys the landing cannot take", "problems": exc.problems}, 400)
+    except Exception as exc:
+        log.exception("landing webhook write failed; undone")
+        return JSONResponse({"error": f"nothing landed: writing failed ({type(exc).__name__}); retry later"}, 503)
+    landed = [{"key": r.key, "version": r.version, "size": r.size} for r in written.landed]
     deleted = []
-    if request.deleted:
-        documents = store.scoped(spec.name).documents
-        for key in request.deleted:
-            try:
-                removed_object = source.delete(key)
-            except ValueError as exc:
-                return JSONResponse({"error": str(exc), "landed": landed, "deleted": deleted}, 400)
-            document = documents.remove_key(key, reason="deleted through the landing webhook")
-            deleted.append({"key": key, "object_deleted": removed_object, "document_removed": document is not None})
+    documents = store.scoped(spec.name).documents
+    for key, existed in written.deleted:
+        # Gone from the landing now; a failure here is caught up by the next listing sweep.
+        document = documents.remove_key(key, reason="deleted through the landing webhook")
+        deleted.append({"key": key, "object_deleted": existed, "document_removed": document is not None})
     return JSONResponse({"pipeline": spec.name, "landed": landed, "deleted": deleted}, 202)

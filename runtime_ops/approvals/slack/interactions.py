@@ -99,6 +99,8 @@ def parse_interaction(form_body: bytes) -> Interaction:
         raise MalformedInteraction("form field 'payload' appears more than once")
     try:
         payload = json.loads(values[0])
+    except RecursionError:
+        raise MalformedInteraction("payload JSON is nested too deeply") from None
     except ValueError as exc:
         raise MalformedInteraction("payload is not JSON") from exc
     if not isinstance(payload, dict):

@@ -49,4 +49,8 @@ class SlackSignature:
             return "non-numeric X-Slack-Request-Timestamp"
         if abs(self._clock.now() - sent_at) > MAX_AGE_SECONDS:
             return "timestamp older than 5 minutes (replay?)"
+        try:
+            body.decode("utf-8")  # Slack signs UTF-8 text; slack_sdk would raise on anything else
+        except UnicodeDecodeError:
+            return "body is not UTF-8"
         return None if self._verifier.is_valid_request(body, dict(headers)) else "signature does not match"
