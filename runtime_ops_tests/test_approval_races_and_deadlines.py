@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import text
@@ -72,6 +73,42 @@ def test_escalation_and_expiry_survive_restarts(world: World, flow) -> None:  # 
     assert [r["outcome"] for r in world.audit()] == ["unauthorised"]
     assert world.click("U9").status_code == 200  # once escalated, the escalation approver may decide
     assert world.status() == "approved" and world.store.requests.get_request(rid)["decided_by"] == "U9"
+
+
+@pytest.mark.parametrize(
+    "world",
+    [{"approvers": "U2", "tiers": [("T1", 1), ("T2", 2), ("T3,T4", 3)], "expire_after": "4h"}],
+    indirect=True,
+)
+def test_a_three_tier_escalation_reaches_each_tier_on_its_deadline_once_across_restarts(world: World, flow) -> None:  # noqa: F811
+    rid = world.request["id"]
+    opened = world.request["created_at"]
+    f = flow()
+    for tier, users in enumerate((["T1"], ["T2"], ["T3", "T4"]), start=1):
+        world.clock.current = opened + timedelta(hours=tier, minutes=-1)
+        f.tick("approvals_sensor")
+        assert len(world.audit("escalated")) == tier - 1, f"tier {tier} joined before its deadline"
+        assert world.click(users[0]).status_code == 200 and world.status() == "pending"  # not an approver yet
+        world.clock.current = opened + timedelta(hours=tier, minutes=1)
+        f.tick("approvals_sensor")
+        world.api.restart()
+        f = flow()  # a new daemon: fresh definitions, no cursor
+        f.tick("approvals_sensor")
+        escalations = world.audit("escalated")
+        assert [r["detail"]["tier"] for r in escalations] == list(range(1, tier + 1)), "each tier once, in order"
+        assert escalations[-1]["detail"]["escalation_approvers"] == users
+        replies = world.slack.thread_replies(world.ts)
+        assert len(replies) == tier and all(f"<@{u}>" in replies[-1]["text"] for u in users)
+    refused = [r for r in world.audit() if r["outcome"] == "unauthorised"]
+    assert [r["actor"] for r in refused] == ["T1", "T2", "T3"], "each was refused before its tier joined"
+    # After the last tier, the request fails closed at its expiry, once.
+    world.clock.current = opened + timedelta(hours=4, minutes=1)
+    f.tick("approvals_sensor")
+    f.tick("approvals_sensor")
+    assert world.status() == "expired" and len(world.audit("expired")) == 1
+    assert world.click("T4").status_code == 200 and world.status() == "expired"
+    assert world.store.audit_log.verify().ok
+    assert rid == world.request["id"]
 
 
 @pytest.mark.parametrize("world", [{"approvers": "U2,U3", "escalate_after": "1h", "expire_after": "2h"}], indirect=True)

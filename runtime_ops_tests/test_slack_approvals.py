@@ -3,9 +3,11 @@ callbacks into the ops API on a real uvicorn server, a real PostgreSQL state sto
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, cast
 
 import httpx
@@ -15,6 +17,7 @@ from runtime_ops.approvals.announce import announcer_for
 from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_resources
 from runtime_ops.models.checks import request_policy
+from runtime_ops.policies.approvals import Tier
 from runtime_ops.resources.state import ApprovalsResource
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
@@ -102,6 +105,9 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
         store = open_store(settings.resolved_database_url)
         clock = FakeClock()
         policy = request_policy(get_spec(settings=settings))
+        if "tiers" in opts:  # an escalation chain: (comma-separated approvers, hours after opening) per tier
+            tiers = tuple(Tier(tuple(a.split(",")), timedelta(hours=h)) for a, h in opts["tiers"])
+            policy = dataclasses.replace(policy, escalation_approvers=(), escalate_after=None, tiers=tiers)
         pending = open_pending(store, policy, now=clock.now(), requested_by=opts.get("requested_by", "runtime_ops"))
         api = ApiServer(settings, clock)
         api.port, api.url = port, f"http://127.0.0.1:{port}"

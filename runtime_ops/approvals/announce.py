@@ -18,6 +18,7 @@ from runtime_ops.approvals import links
 from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
+from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore, remove_alias_compensation
 
@@ -77,8 +78,9 @@ class Announcer:
         )
 
     def approvers(self, request: dict[str, Any], *, escalation: bool = False) -> list[str]:
-        if escalation:
-            return list(request.get("escalation_approvers") or [])
+        if escalation:  # the tier that joined last
+            reached = reached_tiers(request)
+            return list(request_tiers(request)[reached - 1][0]) if reached else []
         return list(request.get("approvers") or []) or [LOCAL_APPROVER]
 
     def link(self, request: dict[str, Any], approver: str, now: datetime) -> str:

@@ -88,13 +88,14 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
 
 def request_policy(spec: PipelineSpec) -> "RequestPolicy":
     """The approval policy new requests of this pipeline open with (a request keeps it once open)."""
-    from runtime_ops.policies.approvals import RequestPolicy
+    from runtime_ops.policies.approvals import RequestPolicy, Tier
 
     a = spec.approvals
     return RequestPolicy(
         approvers=a.approvers,
-        escalation_approvers=a.escalation_approvers,
+        escalation_approvers=() if a.tiers else a.escalation_approvers,
         required_approvals=a.required_approvals,
-        escalate_after=a.escalate_after,
+        escalate_after=None if a.tiers else a.escalate_after,
         expire_after=a.expire_after,
+        tiers=tuple(Tier(approvers, after) for approvers, after in a.tiers),
     )

@@ -180,6 +180,18 @@ class GateAttributes(dg.Resolvable, dg.Model):
     resamples: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples.")
 
 
+class EscalationTierAttributes(dg.Resolvable, dg.Model):
+    approvers: list[str] = Field(min_length=1, description="Who else may decide from this tier's deadline on.")
+    after: str = Field(description="How long after the request opened this tier joins (90s, 30m, 4h, 2d).")
+
+    @field_validator("after")
+    @classmethod
+    def _check_after(cls, v: str) -> str:
+        if parse_duration(v) is None:
+            raise ValueError("a tier needs a duration, not off")
+        return v
+
+
 class ApprovalAttributes(dg.Resolvable, dg.Model):
     approvers: list[str] | None = Field(
         default=None, description="Slack user ids allowed to decide. Default: RUNTIME_OPS_APPROVERS (empty: anyone)."
@@ -201,6 +213,12 @@ class ApprovalAttributes(dg.Resolvable, dg.Model):
     )
     slack_channel: str | None = Field(
         default=None, description="Slack channel id for this pipeline's requests. Default: SLACK_APPROVAL_CHANNEL."
+    )
+    escalation: list[EscalationTierAttributes] | None = Field(
+        default=None,
+        description="An escalation chain: tiers of approvers, each joining when the request has waited its `after` "
+        "(in increasing order, all before expire_after); the request expires (fail closed) after the last. "
+        "Replaces escalation_approvers / escalate_after.",
     )
 
     @field_validator("escalate_after", "expire_after")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
+from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -39,6 +40,12 @@ def _relative(base: Path, value: str | None) -> Path | None:
         return None
     path = Path(value).expanduser()
     return path if path.is_absolute() else (base / path).resolve()
+
+
+def _tier_after(value: str) -> timedelta:
+    after = parse_duration(value)
+    assert after is not None, "validated by EscalationTierAttributes"
+    return after
 
 
 def landing_uri(value: str | None, settings: Settings) -> str:
@@ -175,6 +182,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             escalate_after=escalate,
             expire_after=expire,
             slack_channel=_first(approvals.slack_channel, settings.slack_approval_channel),
+            tiers=tuple((tuple(t.approvers), _tier_after(t.after)) for t in approvals.escalation or ()),
         ),
         answers=AnswersSpec(
             questions_file=_relative(base_dir, answers.questions_file),

@@ -131,6 +131,8 @@ class ApprovalSpec:
     escalate_after: timedelta | None = timedelta(hours=4)
     expire_after: timedelta | None = timedelta(hours=24)
     slack_channel: str | None = None
+    # approvals.escalation: (approvers, after) per tier, in order; replaces escalation_approvers/escalate_after.
+    tiers: tuple[tuple[tuple[str, ...], timedelta], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ protects, which is what makes concurrent clicks yield exactly one outcome.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,25 +16,44 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Tier:
+    """An escalation tier: who else may decide once the request has waited `after` since it opened."""
+
+    approvers: tuple[str, ...]
+    after: timedelta
+
+
+@dataclass(frozen=True)
 class RequestPolicy:
     approvers: tuple[str, ...] = ()  # empty: anyone who can reach the gate may decide (embedded mode)
-    escalation_approvers: tuple[str, ...] = ()
+    escalation_approvers: tuple[str, ...] = ()  # the one tier of RUNTIME_OPS_ESCALATION_APPROVERS ...
     required_approvals: int = 1
-    escalate_after: timedelta | None = None
+    escalate_after: timedelta | None = None  # ... after RUNTIME_OPS_ESCALATE_AFTER
     expire_after: timedelta | None = None
+    # Several tiers (approvals.escalation in defs.yaml), each joining on its own deadline; they replace the one above.
+    tiers: tuple[Tier, ...] = ()
 
     def __post_init__(self) -> None:
         if self.required_approvals < 1:
             raise ValueError("required_approvals must be at least 1")
-        allowed = len(set(self.approvers) | set(self.escalation_approvers))
+        if not self.tiers and self.escalate_after:  # no escalation approvers: the tier reminds the approvers
+            object.__setattr__(self, "tiers", (Tier(tuple(self.escalation_approvers), self.escalate_after),))
+        afters = [t.after for t in self.tiers]
+        if any(b <= a for a, b in itertools.pairwise(afters)) or any(a <= timedelta(0) for a in afters):
+            raise ValueError("escalation tiers must come after one another: each `after` later than the one before")
+        if self.expire_after and afters and afters[-1] >= self.expire_after:
+            raise ValueError(
+                f"the last escalation tier ({afters[-1]}) must come before the request expires ({self.expire_after})"
+            )
+        allowed = len(set(self.approvers).union(*(t.approvers for t in self.tiers)))
         if allowed and self.required_approvals > allowed:
             raise ValueError(
                 f"required_approvals={self.required_approvals} but only {allowed} approvers are configured "
-                "(RUNTIME_OPS_APPROVERS + RUNTIME_OPS_ESCALATION_APPROVERS)"
+                "(RUNTIME_OPS_APPROVERS + the escalation approvers)"
             )
 
     def deadlines(self, opened_at: datetime) -> tuple[datetime | None, datetime | None]:
-        escalate = opened_at + self.escalate_after if self.escalate_after else None
+        escalate = opened_at + self.tiers[0].after if self.tiers else None
         expire = opened_at + self.expire_after if self.expire_after else None
         return escalate, expire
 
@@ -41,11 +61,39 @@ class RequestPolicy:
         escalate_at, expire_at = self.deadlines(opened_at)
         return {
             "approvers": list(self.approvers),
-            "escalation_approvers": list(self.escalation_approvers),
+            "escalation_approvers": sorted(set().union(*(t.approvers for t in self.tiers))),
+            "escalation_tiers": [
+                {"approvers": list(t.approvers), "at": (opened_at + t.after).isoformat()} for t in self.tiers
+            ],
+            "escalation_tier": 0,
             "required_approvals": self.required_approvals,
             "escalate_at": escalate_at,
             "expire_at": expire_at,
         }
+
+
+def request_tiers(request: Mapping[str, Any]) -> list[tuple[tuple[str, ...], datetime | None]]:
+    """The request's tiers as (approvers, deadline); a request of an earlier release has its one tier."""
+    stored = request.get("escalation_tiers")
+    if stored:
+        return [(tuple(t["approvers"]), datetime.fromisoformat(t["at"])) for t in stored]
+    if request.get("escalation_approvers"):
+        at = request.get("escalate_at") or request.get("escalated_at")
+        return [(tuple(request["escalation_approvers"]), at)]
+    return []
+
+
+def reached_tiers(request: Mapping[str, Any]) -> int:
+    """How many escalation tiers have joined (their deadline passed and the escalation was recorded)."""
+    if request.get("escalation_tiers"):
+        return int(request.get("escalation_tier") or 0)
+    return 1 if request.get("escalated_at") else 0
+
+
+def escalations_due(request: Mapping[str, Any], now: datetime) -> list[int]:
+    """The indexes of the tiers whose deadline passed by `now` and that have not joined yet, in order."""
+    reached = reached_tiers(request)
+    return [i for i, (_, at) in enumerate(request_tiers(request)) if i >= reached and at is not None and at <= now]
 
 
 @dataclass(frozen=True)
@@ -56,8 +104,8 @@ class Refusal:
 
 def allowed_approvers(request: Mapping[str, Any]) -> set[str]:
     allowed = set(request.get("approvers") or [])
-    if request.get("escalated_at"):
-        allowed |= set(request.get("escalation_approvers") or [])
+    for approvers, _ in request_tiers(request)[: reached_tiers(request)]:
+        allowed |= set(approvers)
     return allowed
 
 
@@ -68,7 +116,7 @@ def authorise(request: Mapping[str, Any], actor: str, already_voted: bool, now: 
         return Refusal("expired", f"{request['id']} expired at {expire_at:%Y-%m-%d %H:%M} UTC without a decision")
     allowed = allowed_approvers(request)
     if allowed and actor not in allowed:
-        later = set(request.get("escalation_approvers") or []) - allowed
+        later = {a for approvers, _ in request_tiers(request) for a in approvers} - allowed
         hint = " (escalation approvers join after the escalation deadline)" if actor in later else ""
         return Refusal("unauthorised", f"{actor} is not an approver of {request['id']}{hint}")
     if actor == request.get("requested_by"):

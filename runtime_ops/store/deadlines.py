@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, select, update
 from sqlalchemy.engine import Connection
 
+from runtime_ops.policies.approvals import escalations_due, reached_tiers, request_tiers
 from runtime_ops.store import schema as t
 from runtime_ops.store.audit import Audit
 from runtime_ops.store.requests import OPEN
@@ -60,33 +61,45 @@ class Deadlines(Repository):
         return expired
 
     def escalate_due(self, now: datetime) -> list[str]:
-        """Mark pending requests past their escalation deadline as escalated (once); returns their ids."""
+        """Let in every escalation tier whose deadline passed (each once, in order, in the transaction that records
+        it: a restart or a second process finds it done); returns the ids of the requests that escalated."""
         escalated = []
         with self.tx() as conn:
             due = conn.execute(
-                select(_R.c.id, _R.c.escalation_approvers)
+                select(_R)
                 .where(
                     and_(
                         _R.c.pipeline == self.owner("escalate requests"),
                         _R.c.status == OPEN,
-                        _R.c.escalated_at.is_(None),
                         _R.c.escalate_at <= now,
                     )
                 )
                 .with_for_update()
             ).all()
             for row in due:
-                conn.execute(update(_R).where(_R.c.id == row.id).values(escalated_at=now))
-                self._audit.append_in(
-                    conn,
-                    event="escalated",
-                    request_id=row.id,
-                    channel="deadline",
-                    outcome="escalated",
-                    detail={"escalation_approvers": row.escalation_approvers or []},
-                    now=now,
-                )
-                escalated.append(row.id)
+                request = dict(row._mapping)
+                tiers = request_tiers(request)
+                joining = escalations_due(request, now)
+                for index in joining:
+                    self._audit.append_in(
+                        conn,
+                        event="escalated",
+                        request_id=row.id,
+                        channel="deadline",
+                        outcome="escalated",
+                        detail={"tier": index + 1, "of": len(tiers), "escalation_approvers": list(tiers[index][0])},
+                        now=now,
+                    )
+                reached = (joining[-1] + 1) if joining else reached_tiers(request)
+                following = tiers[reached][1] if reached < len(tiers) else None
+                values: dict[str, Any] = {"escalate_at": following}
+                if joining:
+                    # A new tier is announced to its approvers: the notification mark starts again.
+                    values.update(escalated_at=now, escalation_notified_at=None)
+                    if request.get("escalation_tiers"):
+                        values["escalation_tier"] = reached
+                    escalated.append(row.id)
+                conn.execute(update(_R).where(_R.c.id == row.id).values(**values))
         return escalated
 
     def compensate_due(self, compensations: dict[str, Any], now: datetime) -> list[tuple[str, str]]:

@@ -43,6 +43,9 @@ approval_requests = Table(
     Column("escalate_at", UTCDateTime()),
     Column("expire_at", UTCDateTime()),
     Column("escalated_at", UTCDateTime()),
+    # [{"approvers": [...], "at": iso deadline}, ...] in order, and how many of them have joined (migration 0012).
+    Column("escalation_tiers", JSON),
+    Column("escalation_tier", Integer, nullable=False, server_default="0"),
     Column("escalation_notified_at", UTCDateTime()),
     Column("superseded_by", String(64)),
     # Compensation registered for a request that ends without approval (e.g. removing a canary alias).
