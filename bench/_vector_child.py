@@ -206,8 +206,11 @@ def _every_vector(index: Any, store: Any, version: int) -> tuple[np.ndarray, np.
         vecs = np.asarray(table.column("vector").combine_chunks().flatten().to_numpy()).reshape(-1, index.dim)
         return ids, vecs.astype(np.float32)
     with index._store.raw() as cur:  # pyright: ignore[reportAttributeAccessIssue]
-        cur.execute(f"SELECT chunk_id, embedding::text FROM {index._qualified}")  # pyright: ignore[reportAttributeAccessIssue]
-        rows = cur.fetchall()
+        tables = (index._qualified, index._delta)  # pyright: ignore[reportAttributeAccessIssue]
+        rows = []
+        for table in tables:  # the graph's table and the delta beside it
+            cur.execute(f"SELECT chunk_id, embedding::text FROM {table}")
+            rows += cur.fetchall()
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     vecs = np.array([json.loads(r[1]) for r in rows], dtype=np.float32)
     return ids, vecs
