@@ -132,12 +132,27 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_verify(_: argparse.Namespace) -> int:
-    report = _store().audit_log.verify()
+    from runtime_ops.approvals.anchors import settings_sink
+
+    sink = settings_sink()
+    report = _store().audit_log.verify(anchors=sink.read())
     if report.ok:
-        print(f"audit chain intact: {report.records} records")
+        print(f"audit chain intact: {report.records} records, checked against {report.anchors} anchors ({sink.where})")
         return 0
     print(f"audit chain BROKEN at record {report.first_broken_id}: {report.problem}", file=sys.stderr)
     return 1
+
+
+def cmd_audit_anchor(_: argparse.Namespace) -> int:
+    from runtime_ops.approvals.anchors import anchor_heads, settings_sink
+
+    sink = settings_sink()
+    anchor = anchor_heads(_store(), sink)
+    if anchor is None:
+        print(f"nothing to anchor: every chain's head is already in {sink.where}")
+    else:
+        print(f"anchored the heads of {len(anchor.heads)} chains in {sink.where} at {anchor.at}")
+    return 0
 
 
 def cmd_audit_show(args: argparse.Namespace) -> int:
@@ -400,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     ausub = audit.add_subparsers(dest="action", required=True)
     p = ausub.add_parser("verify", help="check the chain; names the first broken record")
     p.set_defaults(func=cmd_audit_verify)
+    p = ausub.add_parser("anchor", help="copy every chain's head to the anchors (RUNTIME_OPS_AUDIT_ANCHORS)")
+    p.set_defaults(func=cmd_audit_anchor)
     p = ausub.add_parser("show", help="print one request's history")
     p.add_argument("request_id")
     p.set_defaults(func=cmd_audit_show)

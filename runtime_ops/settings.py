@@ -6,6 +6,7 @@ fails at load with a message that names the variable, so a typo never silently f
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -69,6 +70,10 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(default=None, **_env("SLACK_API_URL"))
     public_url: str = Field(default="http://127.0.0.1:8000", **_env("RUNTIME_OPS_PUBLIC_URL"))
     link_secret: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_LINK_SECRET"))
+    # Keys the audit chain (HMAC): kept outside the database; unset, one is generated into RUNTIME_OPS_HOME.
+    audit_key: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_AUDIT_KEY"))
+    # Where the audit chains' heads are anchored: an append-only file, or s3://bucket/prefix (Object Lock).
+    audit_anchors: str | None = Field(default=None, **_env("RUNTIME_OPS_AUDIT_ANCHORS"))
     approvers_raw: str = Field(default="", **_env("RUNTIME_OPS_APPROVERS"))
     escalation_approvers_raw: str = Field(default="", **_env("RUNTIME_OPS_ESCALATION_APPROVERS"))
     model_endpoint: str | None = Field(default=None, **_env("RUNTIME_OPS_MODEL_ENDPOINT"))
@@ -235,14 +240,25 @@ class Settings(BaseSettings):
 
     def resolved_link_secret(self) -> str:
         """The link-signing secret; embedded mode keeps a generated one under RUNTIME_OPS_HOME."""
-        if self.link_secret:
-            return self.link_secret.get_secret_value()
-        path = self.resolved_home / "link_secret"
+        return self.link_secret.get_secret_value() if self.link_secret else self._home_secret("link_secret")
+
+    def resolved_audit_key(self) -> str:
+        """The audit chain's key; embedded mode keeps a generated one under RUNTIME_OPS_HOME (every process that
+        writes the audit log must use the same one: set RUNTIME_OPS_AUDIT_KEY where they do not share a home)."""
+        return self.audit_key.get_secret_value() if self.audit_key else self._home_secret("audit_key")
+
+    @property
+    def resolved_audit_anchors(self) -> str:
+        return self.audit_anchors or str(self.resolved_home / "audit_anchors.jsonl")
+
+    def _home_secret(self, name: str) -> str:
+        path = self.resolved_home / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(secrets.token_urlsafe(32))
+            with contextlib.suppress(FileExistsError):  # another process made it first: read theirs
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
 
 

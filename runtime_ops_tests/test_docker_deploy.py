@@ -42,6 +42,7 @@ COMPOSE_SECRETS = {
     "MINIO_ROOT_PASSWORD": "minio-secret",
     "RUNTIME_OPS_LINK_SECRET": "link-secret",
     "GRAFANA_ADMIN_PASSWORD": "grafana-secret",
+    "RUNTIME_OPS_AUDIT_KEY": "audit-key",
     # Not secrets, but no safe default: without approvers anyone could approve, without a token anyone alert.
     "RUNTIME_OPS_APPROVERS": "U024BE7LH",
     "RUNTIME_OPS_ALERT_TOKEN": "alert-token",

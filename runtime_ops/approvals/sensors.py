@@ -11,6 +11,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 
 from runtime_ops import clock
+from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import announcer_for
 from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import AssetJob
@@ -59,6 +60,19 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
     return approvals_sensor
 
 
+def _anchor(context: dg.SensorEvaluationContext, store: StateStore) -> None:
+    """Copy the audit chains' heads that moved to the anchors; a sink that is down delays anchoring (the next
+    tick catches up), never the decisions."""
+    try:
+        sink = settings_sink()
+        anchor = anchor_heads(store, sink)
+    except Exception as exc:
+        context.log.warning(f"could not anchor the audit heads ({type(exc).__name__}: {exc}); retrying next tick")
+        return
+    if anchor is not None:
+        context.log.info(f"anchored the audit heads of {len(anchor.heads)} chains in {sink.where}")
+
+
 def approvals_tick(
     context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec
 ) -> dg.SensorResult | dg.SkipReason:
@@ -78,6 +92,7 @@ def approvals_tick(
     for kind, ids in changes.items():
         if ids:
             context.log.info(f"{kind}: {', '.join(ids)}")
+    _anchor(context, store)
     cursor = json.loads(context.cursor) if context.cursor else {"reported": []}
     reported: list[str] = cursor["reported"]
     requests: list[dg.RunRequest] = []

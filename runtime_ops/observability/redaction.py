@@ -92,7 +92,7 @@ class Redactor:
 
             settings = get_settings()
             ident = id(settings)
-            for field in ("slack_bot_token", "slack_signing_secret", "link_secret", "model_api_key"):
+            for field in ("slack_bot_token", "slack_signing_secret", "link_secret", "model_api_key", "audit_key"):
                 secret = getattr(settings, field)
                 values.append(secret.get_secret_value() if secret else "")
             for field in ("webhook_secret", "alert_token"):
@@ -100,9 +100,10 @@ class Redactor:
                 values.append(secret.get_secret_value() if secret else "")
             values += [_url_password(settings.database_url) or "", _url_password(settings.redis_url) or ""]
             values.append(_url_password(settings.vector_store) or "")
-            link_file = settings.resolved_home / "link_secret"
-            if not settings.link_secret and link_file.is_file():
-                values.append(link_file.read_text().strip())
+            for name, given in (("link_secret", settings.link_secret), ("audit_key", settings.audit_key)):
+                home_file = settings.resolved_home / name
+                if not given and home_file.is_file():
+                    values.append(home_file.read_text().strip())
         except Exception:  # invalid settings are reported elsewhere; fall back to the raw environment
             pass
         # The environment as well: it is what a process was given, even if settings were built from overrides.
@@ -243,7 +244,14 @@ def install_record_factory() -> None:
 def register_settings_secrets(settings: Any, *more: str | None) -> None:
     """Treat the secret values of an explicit Settings object (and `more`) as secrets in this process's logs."""
     values: list[str | None] = list(more)
-    for field in ("slack_bot_token", "slack_signing_secret", "link_secret", "model_api_key", "webhook_secret"):
+    for field in (
+        "slack_bot_token",
+        "slack_signing_secret",
+        "link_secret",
+        "model_api_key",
+        "webhook_secret",
+        "audit_key",
+    ):
         secret = getattr(settings, field, None)
         values.append(secret.get_secret_value() if secret else None)
     secret = getattr(settings, "alert_token", None)

@@ -7,10 +7,10 @@ clicks on different requests never wait for each other; records of no known requ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import Engine, bindparam, insert, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import chain as chain_mod
@@ -30,8 +30,8 @@ _SET_GLOBAL_HEAD = (
 _INSERT = insert(_L)
 
 
-def chain_record(chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
-    """The audit record that follows `head` of `chain` (not yet written)."""
+def chain_record(chain: str, head: tuple[int, str], key: bytes, **fields: Any) -> dict[str, Any]:
+    """The audit record that follows `head` of `chain` (not yet written), MACed under `key`."""
     record = {
         "chain": chain,
         "seq": head[0] + 1,
@@ -44,23 +44,41 @@ def chain_record(chain: str, head: tuple[int, str], **fields: Any) -> dict[str, 
         "detail": fields.get("detail") or {},
         "prev_hash": head[1],
     }
-    record["hash"] = chain_mod.record_hash(head[1], record)
+    record["hash"] = chain_mod.record_hash(head[1], record, key)
     return record
 
 
+def settings_key() -> bytes:
+    from runtime_ops.settings import get_settings
+
+    return get_settings().resolved_audit_key().encode()
+
+
 class Audit(Repository):
+    def __init__(self, engine: Engine, pipeline: str | None, key: Callable[[], bytes] = settings_key) -> None:
+        super().__init__(engine, pipeline)
+        self._key_source = key
+        self._key: bytes | None = None
+
+    @property
+    def key(self) -> bytes:
+        """The chain's key, read once (from RUNTIME_OPS_AUDIT_KEY or the home's key file) when first needed."""
+        if self._key is None:
+            self._key = self._key_source()
+        return self._key
+
     def append_in(self, conn: Connection, **fields: Any) -> dict[str, Any]:
         """Append, inside `conn`'s transaction, to the chain of `request_id` (locking its row) or, for no known
         request, the global chain."""
         request_id = fields.get("request_id")
         row = conn.execute(_REQUEST_HEAD, {"rid": request_id}).first() if request_id else None
         if request_id and row is not None:
-            record = chain_record(request_id, (row.audit_seq, row.audit_hash), **fields)
+            record = chain_record(request_id, (row.audit_seq, row.audit_hash), self.key, **fields)
             conn.execute(_INSERT, record)
             conn.execute(_SET_REQUEST_HEAD, {"rid": request_id, "b_seq": record["seq"], "b_hash": record["hash"]})
             return record
         head = conn.execute(_GLOBAL_HEAD).one()
-        record = chain_record(chain_mod.GLOBAL_CHAIN, (head.last_id, head.last_hash), **fields)
+        record = chain_record(chain_mod.GLOBAL_CHAIN, (head.last_id, head.last_hash), self.key, **fields)
         conn.execute(_INSERT, record)
         conn.execute(_SET_GLOBAL_HEAD, {"b_seq": record["seq"], "b_hash": record["hash"]})
         return record
@@ -78,15 +96,18 @@ class Audit(Repository):
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def iter_records(self, page: int = 5000) -> Iterator[dict[str, Any]]:
-        last = 0
+        """Every record, chain by chain in position order (the ids say nothing: whoever writes the table sets
+        them), read a page at a time."""
+        after = ("", 0)
         while True:
+            q = select(_L).where(tuple_(_L.c.chain, _L.c.seq) > tuple_(literal(after[0]), literal(after[1])))
             with self.tx() as conn:
-                rows = conn.execute(select(_L).where(_L.c.id > last).order_by(_L.c.id).limit(page)).all()
+                rows = conn.execute(q.order_by(_L.c.chain, _L.c.seq).limit(page)).all()
             if not rows:
                 return
             for r in rows:
                 yield dict(r._mapping)
-            last = rows[-1].id
+            after = (rows[-1].chain, rows[-1].seq)
 
     def heads(self) -> dict[str, tuple[int, str]]:
         with self.tx() as conn:
@@ -98,5 +119,6 @@ class Audit(Repository):
             heads[chain_mod.GLOBAL_CHAIN] = (int(g.last_id), str(g.last_hash))
             return heads
 
-    def verify(self) -> chain_mod.ChainReport:
-        return chain_mod.verify(self.iter_records(), heads=self.heads())
+    def verify(self, anchors: Iterable[chain_mod.Anchor] = ()) -> chain_mod.ChainReport:
+        """Every chain checked under the key, against the heads kept beside the log and the given anchors."""
+        return chain_mod.verify(self.iter_records(), self.key, heads=self.heads(), anchors=anchors)

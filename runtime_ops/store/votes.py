@@ -103,7 +103,7 @@ class Votes(Repository):
                 if row is not None:
                     request = dict(row._mapping)
                     counts = (request.pop("n_approvals"), request.pop("n_rejects"), request.pop("n_mine"))
-                batch = WriteBatch()
+                batch = WriteBatch(key=self._audit.key)
                 result = self._vote_locked(
                     conn,
                     request,

@@ -26,6 +26,7 @@ class WriteBatch:
     count says whether this click was new.
     """
 
+    key: bytes  # the audit chain's key (Audit.key)
     vote: dict[str, Any] | None = None
     audits: list[dict[str, Any]] = field(default_factory=list)
     request_id: str | None = None
@@ -33,7 +34,7 @@ class WriteBatch:
     delivery: dict[str, Any] | None = None
 
     def audit(self, chain: str, head: tuple[int, str], **fields: Any) -> dict[str, Any]:
-        record = chain_record(chain, head, **fields)
+        record = chain_record(chain, head, self.key, **fields)
         self.audits.append(record)
         return record
 

@@ -50,7 +50,10 @@ def test_policy_validation() -> None:
     assert p.deadlines(NOW) == (NOW + timedelta(hours=1), NOW + timedelta(hours=2))
 
 
-def _chain(n: int, chain: str = "apr-1", start_id: int = 1) -> list[dict[str, Any]]:
+KEY = b"the audit key, kept outside the database"
+
+
+def _chain(n: int, chain: str = "apr-1", start_id: int = 1, key: bytes = KEY) -> list[dict[str, Any]]:
     records, prev = [], audit.GENESIS
     for i in range(1, n + 1):
         rec = {
@@ -66,28 +69,60 @@ def _chain(n: int, chain: str = "apr-1", start_id: int = 1) -> list[dict[str, An
             "detail": {"n": i},
             "prev_hash": prev,
         }
-        rec["hash"] = audit.record_hash(prev, rec)
+        rec["hash"] = audit.record_hash(prev, rec, key)
         prev = rec["hash"]
         records.append(rec)
     return records
+
+
+def _anchor(heads: dict[str, tuple[int, str]], at: str = "2026-11-29T12:00:00+00:00", key: bytes = KEY) -> audit.Anchor:
+    return audit.Anchor(at, heads, audit.anchor_mac(heads, at, key))
 
 
 def test_audit_chains_detect_edit_delete_and_truncation() -> None:
     a, b = _chain(5, "apr-1", 1), _chain(3, "apr-2", 100)
     interleaved = sorted(a + b, key=lambda r: (r["seq"], r["id"]))
     heads = {"apr-1": (5, a[-1]["hash"]), "apr-2": (3, b[-1]["hash"])}
-    assert audit.verify(interleaved, heads=heads).ok
+    assert audit.verify(interleaved, KEY, heads=heads).ok
     edited = [dict(r) for r in a]
     edited[2]["actor"] = "mallory"
-    report = audit.verify(edited)
+    report = audit.verify(edited, KEY)
     assert not report.ok and report.first_broken_id == 3 and report.problem is not None and "modified" in report.problem
     deleted = a[:2] + a[3:]
-    assert audit.verify(deleted).first_broken_id == 4
-    truncated = audit.verify(a[:4], heads={"apr-1": (5, a[-1]["hash"])})
+    report = audit.verify(deleted, KEY)
+    assert report.first_broken_id == 4 and "deleted" in str(report.problem)
+    inserted = [*a[:2], {**a[2], "id": 99, "seq": 3}, *a[2:]]
+    report = audit.verify(inserted, KEY)
+    assert not report.ok and "inserted" in str(report.problem)
+    truncated = audit.verify(a[:4], KEY, heads={"apr-1": (5, a[-1]["hash"])})
     assert not truncated.ok and truncated.problem is not None and "removed" in truncated.problem
     moved = [dict(r) for r in a]
     moved[1]["chain"] = "apr-2"  # a record moved to another request's chain
-    assert not audit.verify(moved).ok
+    assert not audit.verify(moved, KEY).ok
+
+
+def test_a_chain_rewritten_without_the_key_fails_and_anchors_catch_a_head_moved_back() -> None:
+    a = _chain(5)
+    # Someone with write access to the database but not the key re-chains an edited log, heads and all.
+    forged = _chain(5, key=b"a guess")
+    forged[2]["actor"] = "mallory"
+    report = audit.verify(forged, KEY, heads={"apr-1": (5, forged[-1]["hash"])})
+    assert not report.ok and report.first_broken_id == 1 and "forged" in str(report.problem)
+    # The last two records deleted and the head moved back with them: the log alone is consistent...
+    assert audit.verify(a[:3], KEY, heads={"apr-1": (3, a[2]["hash"])}).ok
+    # ...but an anchor taken when the chain ended at #5 names the truncation.
+    anchored = [_anchor({"apr-1": (5, a[-1]["hash"])})]
+    report = audit.verify(a[:3], KEY, heads={"apr-1": (3, a[2]["hash"])}, anchors=anchored)
+    assert not report.ok and "truncated" in str(report.problem) and "#5" in str(report.problem)
+    assert audit.verify(a, KEY, heads={"apr-1": (5, a[-1]["hash"])}, anchors=anchored).ok
+    # An anchored record rewritten (with the key, even) differs from its anchor; an altered anchor is refused.
+    rewritten = _chain(5)
+    rewritten[4] = {**rewritten[4], "actor": "U5-again"}
+    rewritten[4]["hash"] = audit.record_hash(rewritten[3]["hash"], rewritten[4], KEY)
+    report = audit.verify(rewritten, KEY, anchors=anchored)
+    assert not report.ok and "differs from its anchor" in str(report.problem)
+    altered = audit.Anchor(anchored[0].at, {"apr-1": (4, a[3]["hash"])}, anchored[0].mac)
+    assert "anchor" in str(audit.verify(a, KEY, anchors=[altered]).problem)
 
 
 def test_links_bind_claims_and_refuse_tampering_and_expiry() -> None:

@@ -1,0 +1,157 @@
+"""An audit a database admin cannot rewrite (real PostgreSQL): the chain is keyed (HMAC) with a key outside the
+database and its heads are anchored in an append-only file; `runtime-ops audit verify` names a deleted, an
+inserted, an edited record, a chain truncated together with its head, and a chain re-written without the key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from runtime_ops.cli import main as cli
+from runtime_ops.decisions.decide import decide
+from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.settings import get_settings
+from runtime_ops.store import StateStore, open_store
+from runtime_ops.store.chain import record_hash
+from runtime_ops.store.engine import utcnow
+from runtime_ops_tests.approvals_support import open_pending
+
+KEY = "audit-key-kept-outside-the-database"
+
+
+def _log(store: StateStore, request_id: str) -> list[dict[str, Any]]:
+    return store.audit_log.records(request_id)
+
+
+def _delete_middle(store: StateStore, rid: str) -> None:
+    target = _log(store, rid)[1]["id"]
+    with store.engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_log WHERE id = :id"), {"id": target})
+
+
+def _insert_forged(store: StateStore, rid: str) -> None:
+    """A record slipped in as #2: the later ones renumbered, it links to #1, the head's count moved on."""
+    log = _log(store, rid)
+    cols = ["chain", "seq", "at", "request_id", "event", "actor", "channel", "outcome", "prev_hash", "hash"]
+    forged = {**{c: log[1][c] for c in cols}, "actor": "mallory", "event": "attempt"}
+    with store.engine.begin() as conn:
+        shift = "UPDATE audit_log SET seq = seq + :by WHERE chain = :c AND seq >= :from"
+        conn.execute(text(shift), {"by": 1000, "c": rid, "from": 2})
+        conn.execute(text(shift), {"by": -999, "c": rid, "from": 1002})
+        conn.execute(
+            text(
+                f"INSERT INTO audit_log ({', '.join(cols)}, detail) VALUES ({', '.join(':' + c for c in cols)}, '{{}}')"
+            ),
+            forged,
+        )
+        conn.execute(text("UPDATE approval_requests SET audit_seq = audit_seq + 1 WHERE id = :id"), {"id": rid})
+
+
+def _edit_actor(store: StateStore, rid: str) -> None:
+    target = _log(store, rid)[1]["id"]
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE audit_log SET actor = 'mallory' WHERE id = :id"), {"id": target})
+
+
+def _truncate_with_head(store: StateStore, rid: str) -> None:
+    log = _log(store, rid)
+    keep = log[:-2]
+    with store.engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_log WHERE id = ANY(:ids)"), {"ids": [r["id"] for r in log[-2:]]})
+        conn.execute(
+            text("UPDATE approval_requests SET audit_seq = :s, audit_hash = :h WHERE id = :id"),
+            {"s": keep[-1]["seq"], "h": keep[-1]["hash"], "id": rid},
+        )
+
+
+def _rewrite_without_the_key(store: StateStore, rid: str) -> None:
+    """Everything an admin can do without the key: edit, then re-chain every record and the head consistently."""
+    prev = "0" * 64
+    with store.engine.begin() as conn:
+        for rec in _log(store, rid):
+            rec = {**rec, "actor": "mallory" if rec["actor"] == "U2" else rec["actor"]}
+            digest = record_hash(prev, rec, b"the admin's guess")
+            conn.execute(
+                text("UPDATE audit_log SET actor = :a, prev_hash = :p, hash = :h WHERE id = :id"),
+                {"a": rec["actor"], "p": prev, "h": digest, "id": rec["id"]},
+            )
+            prev = digest
+        conn.execute(text("UPDATE approval_requests SET audit_hash = :h WHERE id = :id"), {"h": prev, "id": rid})
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (_delete_middle, "were deleted"),
+        (_insert_forged, "was inserted: record"),
+        (_edit_actor, "modified or forged"),
+        (_truncate_with_head, "was truncated: the anchor of"),
+        (_rewrite_without_the_key, "modified or forged"),
+    ],
+)
+def test_audit_verify_names_each_kind_of_tampering(
+    env: Any, postgres_url: str, capsys: Any, tamper: Callable[[StateStore, str], None], named: str
+) -> None:
+    from runtime_ops.approvals.anchors import anchor_heads, open_sink
+
+    env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
+    store = open_store(get_settings().resolved_database_url)
+    request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
+    for actor in ("U2", "U9", "U3"):  # counted, refused, counted: five records in the request's chain
+        decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
+    assert len(_log(store, request["id"])) >= 5
+    sink = open_sink(get_settings().resolved_audit_anchors)
+    assert anchor_heads(store, sink) is not None and anchor_heads(store, sink) is None  # nothing moved since
+    assert cli(["audit", "verify"]) == 0
+    assert "intact" in capsys.readouterr().out
+
+    tamper(store, request["id"])
+    assert cli(["audit", "verify"]) == 1
+    err = capsys.readouterr().err
+    assert "BROKEN" in err and named in err, err
+
+
+def _downgrade(engine: Any, revision: str) -> None:
+    from alembic import command
+
+    from runtime_ops.store.migrate import _config
+
+    cfg = _config()
+    with engine.connect() as conn, conn.begin():
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
+    env: Any, request: pytest.FixtureRequest, tmp_path: Any, backend: str
+) -> None:
+    from runtime_ops.store.migrate import current_revision, upgrade
+
+    url = f"sqlite:///{tmp_path / 'state.db'}" if backend == "sqlite" else str(request.getfixturevalue("postgres_url"))
+    env(database_url=url, RUNTIME_OPS_AUDIT_KEY=KEY)
+    store = open_store(get_settings().resolved_database_url)
+    pending = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
+    for actor in ("U2", "U9", "U3"):
+        decide(store, pending["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
+    store.audit_log.append(event="note", actor="ops", channel="cli", detail={"what": "a global record"})
+    keyed = [r["hash"] for r in store.audit_log.records()]
+
+    _downgrade(store.engine, "0012")  # the log as 0012 wrote it: plain SHA-256, no key
+    unkeyed = [r["hash"] for r in store.audit_log.records()]
+    assert len(unkeyed) == len(keyed) >= 6 and not set(unkeyed) & set(keyed)
+    assert not store.audit_log.verify().ok  # not valid under the key until 0013 re-chains it
+    upgrade(store.engine)
+    assert current_revision(store.engine) == "0013"
+    assert [r["hash"] for r in store.audit_log.records()] == keyed
+    assert store.audit_log.verify().ok
+
+    _downgrade(store.engine, "0012")
+    _edit_actor(store, pending["id"])  # altered before the upgrade: 0013 must not bless it with the key
+    altered = _log(store, pending["id"])[1]["id"]
+    with pytest.raises(RuntimeError, match=f"audit record {altered} .*does not verify as it was written"):
+        upgrade(store.engine)
+    assert current_revision(store.engine) == "0012"
