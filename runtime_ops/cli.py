@@ -67,11 +67,46 @@ def cmd_approvals_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator_key(args: argparse.Namespace) -> str | None:
+    if getattr(args, "key_file", None):
+        try:
+            return Path(args.key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"error: cannot read --key-file {args.key_file}: {exc.strerror}", file=sys.stderr)
+            return None
+    key = get_settings().operator_key
+    return key.get_secret_value() if key else None
+
+
+def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:
+    """The approver id the operator's key decides as, or None (refusal printed and audited)."""
+    from runtime_ops import clock
+    from runtime_ops.approvals.operators import OperatorRefused, operator
+
+    try:
+        return str(operator(store, _operator_key(args), claimed=args.actor, now=clock.now()).approver)
+    except OperatorRefused as exc:
+        store.audit_log.append(
+            event="attempt",
+            request_id=request_id,
+            actor=args.actor or _default_actor(),
+            channel="cli",
+            outcome="unauthenticated",
+            detail={"action": action, "message": str(exc), "api_key": exc.key_id},
+            now=clock.now(),
+        )
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
 def _decide(args: argparse.Namespace, approve: bool) -> int:
     from runtime_ops import clock
     from runtime_ops.decisions.decide import decide
 
     store = _request_store(args.request_id)
+    actor = _authenticate(store, args, request_id=args.request_id, action="approve" if approve else "reject")
+    if actor is None:
+        return 1
     request = store.requests.get_request(args.request_id)
     if request is not None and request["status"] == "pending":
         report = store.evaluations.get_eval_report(request["eval_report_id"])
@@ -81,7 +116,7 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     outcome = decide(
         store,
         args.request_id,
-        actor=args.actor,
+        actor=actor,
         vote="approve" if approve else "reject",
         channel="cli",
         reason=args.reason,
@@ -91,6 +126,23 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     if outcome.decided and approve:
         print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
     return 0 if outcome.counted else 1
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    """Ask the pipeline's corpus sensor for one retrain; the request names the authenticated operator, who then
+    cannot approve the candidate it produces (four eyes)."""
+    from runtime_ops.components.loading import get_spec
+    from runtime_ops.models.sensors import request_retrain
+
+    store = _store(get_spec(args.pipeline).name)
+    actor = _authenticate(store, args, request_id=None, action="retrain")
+    if actor is None:
+        return 1
+    request_id = request_retrain(store, reason=args.reason, requested_by=actor)
+    print(
+        f"retrain request #{request_id} for {store.pipeline} by {actor}: the corpus sensor launches it on its next tick"
+    )
+    return 0
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
@@ -155,6 +207,31 @@ def cmd_audit_anchor(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit_rekey(args: argparse.Namespace) -> int:
+    """Rotate the audit key: verify under the current key (RUNTIME_OPS_AUDIT_KEY), re-chain under the new one,
+    anchor under the new one."""
+    from runtime_ops.approvals.anchors import anchor_log, settings_sink
+    from runtime_ops.store.audit import Audit
+
+    try:
+        new_key = Path(args.new_key_file).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        print(f"error: cannot read --new-key-file {args.new_key_file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    store, sink = _store(), settings_sink()
+    try:
+        count = store.audit_log.rekey(new_key.encode(), anchors=sink.read())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    anchor_log(Audit(store.engine, None, key=lambda: new_key.encode()), sink)
+    print(
+        f"re-keyed {count} audit records and anchored them in {sink.where}; set RUNTIME_OPS_AUDIT_KEY to the new "
+        "key in every process that writes the audit log before starting them again"
+    )
+    return 0
+
+
 def cmd_audit_show(args: argparse.Namespace) -> int:
     records = _store().audit_log.records(args.request_id)
     if not records:
@@ -178,7 +255,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
     try:
         scopes = parse_scopes(args.scope)
-        new = _store().api_keys.create(args.name, scopes, created_by=args.actor)
+        new = _store().api_keys.create(args.name, scopes, created_by=args.actor, approver=args.approver)
     except ValueError as exc:  # an unknown scope (the message lists the valid ones), an empty or long name
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -188,7 +265,8 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     # The key alone on stdout (KEY=$(runtime-ops keys create ...)); what it is, on stderr.
     print(new.key)
     print(
-        f"Created API key {key.key_id} ({key.name}) with scope(s) {', '.join(key.scopes)}.\n"
+        f"Created API key {key.key_id} ({key.name}) with scope(s) {', '.join(key.scopes)}"
+        f"{f', deciding as {key.approver}' if key.approver else ''}.\n"
         "This is the only time the key is shown: only its hash is stored, it cannot be shown again.\n"
         f"Send it as 'Authorization: Bearer <key>' (or 'X-API-Key: <key>'); "
         f"revoke it with `runtime-ops keys revoke {key.key_id}`.",
@@ -206,6 +284,7 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
             "scopes": ",".join(k.scopes),
             "created_at": _when(k.created_at),
             "created_by": k.created_by,
+            "approver": k.approver,
             "last_used_at": _when(k.last_used_at),
             "revoked_at": _when(k.revoked_at),
         }
@@ -214,7 +293,9 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    _print_table(rows, ["key_id", "name", "scopes", "created_at", "created_by", "last_used_at", "revoked_at"])
+    _print_table(
+        rows, ["key_id", "name", "scopes", "approver", "created_at", "created_by", "last_used_at", "revoked_at"]
+    )
     return 0
 
 
@@ -407,16 +488,38 @@ def build_parser() -> argparse.ArgumentParser:
     for name, approve in (("approve", True), ("reject", False)):
         p = asub.add_parser(name, help=f"{name} a pending request")
         p.add_argument("request_id")
-        p.add_argument("--as", dest="actor", default=_default_actor(), help="who decides (default: cli:$USER)")
+        p.add_argument(
+            "--as",
+            dest="actor",
+            default=None,
+            help="the approver id you decide as; optional, and only checked: your operator key says who decides",
+        )
+        p.add_argument(
+            "--key-file", default=None, help="file holding your operator key (default: $RUNTIME_OPS_OPERATOR_KEY)"
+        )
         p.add_argument("--reason", required=not approve, default=None)
         p.set_defaults(func=lambda a, approve=approve: _decide(a, approve))
 
-    audit = sub.add_parser("audit", help="the hash-chained audit log of approvals")
+    p = sub.add_parser("retrain", help="ask a pipeline for one retrain, as the operator your key names")
+    p.add_argument("pipeline")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--as", dest="actor", default=None, help="optional; only checked against your operator key")
+    p.add_argument(
+        "--key-file", default=None, help="file holding your operator key (default: $RUNTIME_OPS_OPERATOR_KEY)"
+    )
+    p.set_defaults(func=cmd_retrain)
+
+    audit = sub.add_parser("audit", help="the keyed, anchored audit log of approvals")
     ausub = audit.add_subparsers(dest="action", required=True)
     p = ausub.add_parser("verify", help="check the chain; names the first broken record")
     p.set_defaults(func=cmd_audit_verify)
     p = ausub.add_parser("anchor", help="copy every chain's head to the anchors (RUNTIME_OPS_AUDIT_ANCHORS)")
     p.set_defaults(func=cmd_audit_anchor)
+    p = ausub.add_parser(
+        "rekey", help="rotate RUNTIME_OPS_AUDIT_KEY: verify, re-chain under the new key (stop the writers first)"
+    )
+    p.add_argument("--new-key-file", required=True, help="file holding the new key")
+    p.set_defaults(func=cmd_audit_rekey)
     p = ausub.add_parser("show", help="print one request's history")
     p.add_argument("request_id")
     p.set_defaults(func=cmd_audit_show)
@@ -440,6 +543,11 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         metavar="SCOPE",
         help="a scope the key grants: read, decide, search or admin (all of them); repeat or comma-separate",
+    )
+    p.add_argument(
+        "--approver",
+        default=None,
+        help="the approver id (e.g. a Slack user id) this key decides as; needs --scope decide",
     )
     p.add_argument("--as", dest="actor", default=_default_actor(), help="who creates it (default: cli:$USER)")
     p.set_defaults(func=cmd_keys_create)

@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     audit_key: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_AUDIT_KEY"))
     # Where the audit chains' heads are anchored: an append-only file, or s3://bucket/prefix (Object Lock).
     audit_anchors: str | None = Field(default=None, **_env("RUNTIME_OPS_AUDIT_ANCHORS"))
+    # The CLI operator's API key (decide scope, mapped to an approver id): who `approvals approve` decides as.
+    operator_key: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_OPERATOR_KEY"))
     approvers_raw: str = Field(default="", **_env("RUNTIME_OPS_APPROVERS"))
     escalation_approvers_raw: str = Field(default="", **_env("RUNTIME_OPS_ESCALATION_APPROVERS"))
     model_endpoint: str | None = Field(default=None, **_env("RUNTIME_OPS_MODEL_ENDPOINT"))

@@ -158,3 +158,22 @@ def open_pending(
     assert created
     store.registry.set_alias("canary", report["candidate_version"], actor="gate", approval_id=request["id"])
     return request
+
+
+def operator_cli(args: list[str]) -> int:
+    """`runtime-ops <args>` (an approve, reject or retrain with `--as APPROVER`) run by that approver's operator:
+    a fresh key with the decide scope mapped to APPROVER, handed over in a key file."""
+    import tempfile
+    from pathlib import Path
+
+    from runtime_ops.cli import main as cli
+    from runtime_ops.settings import get_settings
+    from runtime_ops.store import open_store
+
+    approver = args[args.index("--as") + 1]
+    store = open_store(get_settings().resolved_database_url)
+    key = store.api_keys.create(f"operator {approver}", ["decide"], approver=approver).key
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "operator.key"
+        path.write_text(key)
+        return cli([*args, "--key-file", str(path)])

@@ -17,12 +17,11 @@ import httpx
 import pytest
 from sqlalchemy import select, text
 
-from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import AliasConflict, open_store
 from runtime_ops.store import schema as t
-from runtime_ops_tests.approvals_support import ApiServer
+from runtime_ops_tests.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.servers import free_port
 
@@ -242,7 +241,7 @@ def production_v2(env: Any, postgres_url: str, redis_url: str, instance: Any, tm
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
     [pending] = store.requests.list_requests(status="pending")
-    assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     [request] = flow.tick("approvals_sensor")
     assert flow.run("approvals_sensor", request).success
     flow.tick("approvals_sensor")  # records the promotion run on the request
@@ -431,7 +430,7 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
 
     assert flow.tick("approvals_sensor") == []  # announced (signed links in the log), nothing launched
     assert store.requests.get_request(request["id"])["notified_at"] is not None
-    assert cli(["approvals", "approve", request["id"], "--as", "bob", "--reason", "v2 answers worse"]) == 0
+    assert operator_cli(["approvals", "approve", request["id"], "--as", "bob", "--reason", "v2 answers worse"]) == 0
     assert flow.tick("approvals_sensor") == []  # the alert sensor launches rollbacks, not promotion_job
 
     [run_request] = flow.tick("alert_sensor")

@@ -314,7 +314,16 @@ def test_cli_create_list_revoke_round_trip(env, capsys, caplog) -> None:  # type
     assert cli(["keys", "list"]) == 0
     out, err = capsys.readouterr()
     header, row = out.splitlines()
-    assert header.split() == ["key_id", "name", "scopes", "created_at", "created_by", "last_used_at", "revoked_at"]
+    assert header.split() == [
+        "key_id",
+        "name",
+        "scopes",
+        "approver",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    ]
     assert row.split()[:3] == [key_id, "search-bot", "read,search"] and "alice" in row and row.rstrip().endswith("-")
     assert key[13:] not in out + err
     assert cli(["keys", "list", "--json"]) == 0
@@ -375,7 +384,7 @@ def test_migrations_0010_and_0011_over_a_0009_database_with_data(db_url: str) ->
             {"t": at},
         )
     upgrade(engine)
-    assert current_revision(engine) == head_revision() == "0013"
+    assert current_revision(engine) == head_revision() == "0014"
     store = StateStore(engine, pipeline="alpha")
     assert [r["reason"] for r in store.retraining.retrain_requests()] == ["why not"]
     with engine.begin() as conn:

@@ -144,7 +144,7 @@ def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
     unkeyed = [r["hash"] for r in store.audit_log.records()]
     assert len(unkeyed) == len(keyed) >= 6 and not set(unkeyed) & set(keyed)
     assert not store.audit_log.verify().ok  # not valid under the key until 0013 re-chains it
-    upgrade(store.engine)
+    upgrade(store.engine, "0013")
     assert current_revision(store.engine) == "0013"
     assert [r["hash"] for r in store.audit_log.records()] == keyed
     assert store.audit_log.verify().ok
@@ -153,5 +153,34 @@ def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
     _edit_actor(store, pending["id"])  # altered before the upgrade: 0013 must not bless it with the key
     altered = _log(store, pending["id"])[1]["id"]
     with pytest.raises(RuntimeError, match=f"audit record {altered} .*does not verify as it was written"):
-        upgrade(store.engine)
+        upgrade(store.engine, "0013")
     assert current_revision(store.engine) == "0012"
+
+
+def test_audit_rekey_rotates_the_key_and_keeps_the_log_verifiable(
+    env: Any, postgres_url: str, tmp_path: Any, capsys: Any
+) -> None:
+    from runtime_ops.approvals.anchors import anchor_heads, open_sink
+
+    env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
+    store = open_store(get_settings().resolved_database_url)
+    request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
+    for actor in ("U2", "U9", "U3"):
+        decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
+    assert anchor_heads(store, open_sink(get_settings().resolved_audit_anchors)) is not None
+    new_key = tmp_path / "new.key"
+    new_key.write_text("the-rotated-audit-key")
+
+    assert cli(["audit", "rekey", "--new-key-file", str(new_key)]) == 0
+    assert "re-keyed" in capsys.readouterr().out
+    assert cli(["audit", "verify"]) == 1  # this process still holds the old key: nothing verifies under it
+    capsys.readouterr()
+    env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY="the-rotated-audit-key")
+    assert cli(["audit", "verify"]) == 0
+    assert "checked against 1 anchors" in capsys.readouterr().out  # the new key's anchor; the old one is retired
+    _truncate_with_head(open_store(get_settings().resolved_database_url), request["id"])
+    assert cli(["audit", "verify"]) == 1
+    assert "was truncated: the anchor of" in capsys.readouterr().err
+    # A log that does not verify is not re-keyed (that would bless the damage with the new key).
+    assert cli(["audit", "rekey", "--new-key-file", str(new_key)]) == 1
+    assert "does not verify under the current key" in capsys.readouterr().err

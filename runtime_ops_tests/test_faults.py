@@ -27,10 +27,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, pending_candidate
 from runtime_ops_tests.topology import REPO_ROOT, Topology, wait_for
 
@@ -268,7 +268,7 @@ def test_redis_down_during_promotion_fails_closed_then_promotes_once(
         gated_env(env, postgres_url, tmp_path, REDIS_URL=redis_url), dagster_instance
     )
     rid = pending["id"]
-    assert cli(["approvals", "approve", rid, "--as", "alice"]) == 0
+    assert operator_cli(["approvals", "approve", rid, "--as", "alice"]) == 0
     [request] = flow.tick("approvals_sensor")
     before = registry(store)
     history_before = store.registry.alias_history("production")
@@ -372,7 +372,7 @@ def test_two_promotions_racing_move_production_once(
 ) -> None:
     store, pending, _ = pending_candidate(gated_env(env, postgres_url, tmp_path, REDIS_URL=redis_url), dagster_instance)
     rid = pending["id"]
-    assert cli(["approvals", "approve", rid, "--as", "alice"]) == 0
+    assert operator_cli(["approvals", "approve", rid, "--as", "alice"]) == 0
     # The winner pauses inside the lock, so the loser certainly arrives while it is held.
     child_env = {**os.environ, "RUNTIME_OPS_FAILPOINTS": "promotion.alias=sleep:1.5"}
     started = time.monotonic()

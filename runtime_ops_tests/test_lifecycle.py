@@ -9,10 +9,10 @@ from typing import cast
 import dagster as dg
 import pytest
 
-from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
 
 
@@ -84,9 +84,9 @@ def test_approval_through_cli_promotes_and_reindexes(
     assert store.indexes.current_index()["corpus_revision"] == store.ledger.corpus_revision()
     assert flow.automate() == (set(), None)  # handled: nothing more to do
 
-    assert cli(["approvals", "approve", pending["id"], "--as", "alice", "--reason", "looks fine"]) == 0
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice", "--reason", "looks fine"]) == 0
     assert "approved by alice" in capsys.readouterr().out
-    assert cli(["approvals", "approve", pending["id"], "--as", "bob"]) == 1  # decided exactly once
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "bob"]) == 1  # decided exactly once
 
     [promotion_request] = flow.tick("approvals_sensor")
     assert promotion_request.run_key == pending["id"]
@@ -130,7 +130,7 @@ def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_pat
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
     [pending] = store.requests.list_requests(status="pending")
-    assert cli(["approvals", "reject", pending["id"], "--as", "carol", "--reason", "recall dropped"]) == 0
+    assert operator_cli(["approvals", "reject", pending["id"], "--as", "carol", "--reason", "recall dropped"]) == 0
     assert flow.tick("approvals_sensor") == []
     refused = flow.materialize(["production_model"])
     assert not refused.success

@@ -32,6 +32,7 @@ PLANTED = {
     "RUNTIME_OPS_MODEL_API_KEY": "sk-planted-model-key-2b4d6f8a0c1e3g5i",
     "RUNTIME_OPS_WEBHOOK_SECRET": "planted-webhook-secret-6a8c0e2g4i1k3m",
     "RUNTIME_OPS_ALERT_TOKEN": "planted-alert-token-8c0e2g4i6k1m3o5q",
+    "RUNTIME_OPS_AUDIT_KEY": "planted-audit-key-3f5h7j9l1n3p5r7t",
 }
 DB_PASSWORD = "planted-db-password-1q3s5u7w9y"
 CHANNEL = "C0APPROVALS"

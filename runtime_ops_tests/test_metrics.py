@@ -19,7 +19,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from runtime_ops.api.app import create_app
-from runtime_ops.cli import main as cli
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.locks import LockTimeout, LockUnavailable
 from runtime_ops.locks.factory import locker_for
@@ -28,6 +27,7 @@ from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_reg
 from runtime_ops.observability.metrics import METRIC_NAMES, METRICS, bucket_counts, parse_metrics
 from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, open_store
+from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -250,7 +250,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     assert not bypass.success
     [pending] = store.requests.list_requests(status="pending")
     assert store.deadlines.escalate_due(datetime.now(UTC) + timedelta(hours=5)) == [pending["id"]]
-    assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     capsys.readouterr()
     [promotion] = flow.tick_and_run("approvals_sensor")
     assert promotion.success

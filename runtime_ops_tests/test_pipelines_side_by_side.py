@@ -12,13 +12,12 @@ from pathlib import Path
 import httpx
 
 from runtime_ops.approvals import links
-from runtime_ops.cli import main as cli
 from runtime_ops.definitions import build_definitions
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.locks.factory import locker_for
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ApiServer
+from runtime_ops_tests.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.flow import Flow
 
 # alpha serves the data and text docs, beta the files and net docs: disjoint corpora and golden sets.
@@ -99,7 +98,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     )
 
     # A beta approver cannot decide alpha's request (CLI), nor can a signed link issued to them.
-    assert cli(["approvals", "approve", alpha_req["id"], "--as", "UB1"]) == 1
+    assert operator_cli(["approvals", "approve", alpha_req["id"], "--as", "UB1"]) == 1
     assert "not an approver" in capsys.readouterr().out
     secret = get_settings().resolved_link_secret()
     forged = links.issue(
@@ -132,7 +131,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     assert stores["alpha"].requests.get_request(alpha_req["id"])["status"] == "pending"
 
     # alpha's approver approves: only alpha's approvals sensor launches a promotion, only alpha's alias moves.
-    assert cli(["approvals", "approve", alpha_req["id"], "--as", "UA1"]) == 0
+    assert operator_cli(["approvals", "approve", alpha_req["id"], "--as", "UA1"]) == 0
     assert flows["beta"].tick("approvals_sensor") == []
     [promotion] = flows["alpha"].tick("approvals_sensor")
     assert promotion.run_key == alpha_req["id"] and promotion.job_name == "alpha__promotion_job"
@@ -149,9 +148,9 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     assert not refused.success and stores["beta"].registry.alias("production") == v1["beta"]
 
     # beta needs both of its approvers; then its own promotion moves only beta.
-    assert cli(["approvals", "approve", beta_req["id"], "--as", "UB1"]) == 0
+    assert operator_cli(["approvals", "approve", beta_req["id"], "--as", "UB1"]) == 0
     assert flows["beta"].tick("approvals_sensor") == []  # one of two
-    assert cli(["approvals", "approve", beta_req["id"], "--as", "UB2"]) == 0
+    assert operator_cli(["approvals", "approve", beta_req["id"], "--as", "UB2"]) == 0
     [promotion] = flows["beta"].tick("approvals_sensor")
     # Locks do not collide: beta promotes while alpha's promotion lock is held.
     with locker_for(None, get_settings().resolved_database_url).hold("alpha:promotion", ttl_ms=60_000, wait_s=1):

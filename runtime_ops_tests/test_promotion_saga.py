@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime_ops.cli import main as cli
+from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
 
 
@@ -24,7 +25,7 @@ def approved(env, postgres_url, redis_url, dagster_instance, tmp_path):  # type:
     landing = tmp_path / "landing"
     env(database_url=postgres_url, landing=str(landing), REDIS_URL=redis_url, **NEEDS_A_HUMAN)
     store, pending, flow = pending_candidate(landing, dagster_instance)
-    assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     return store, pending, flow
 
 

@@ -23,7 +23,9 @@ KEYED = {
     ("GET", "/docs"): "read",
     ("POST", "/api/search"): "search",
     ("POST", "/api/answer"): "search",
+    ("POST", "/api/approvals/{request_id}/{action}"): "decide",
 }
+DECIDE = "/api/approvals/{request_id}/{action}"
 # Authenticated otherwise: Slack's signature, the link's signature, the webhooks' tokens; or saying only up/down.
 OWN_AUTH = {
     ("POST", "/slack/interactions"),
@@ -44,7 +46,8 @@ def client(env, postgres_url) -> TestClient:  # type: ignore[no-untyped-def]
 
 
 def _call(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None) -> Any:
-    return client.request(method, path, json=BODIES.get(path), headers=headers or {})
+    url = "/api/approvals/apr-nonesuch/approve" if path == DECIDE else path
+    return client.request(method, url, json=BODIES.get(path), headers=headers or {})
 
 
 def _routes(routes: list[Any]) -> set[tuple[str, str]]:
@@ -74,7 +77,8 @@ def test_no_key_is_401_a_key_without_the_scope_is_403_the_scope_gets_in(
     scope = KEYED[(method, path)]
     other = "search" if scope == "read" else "read"
     wrong = {"Authorization": f"Bearer {store.api_keys.create('wrong', [other]).key}"}
-    right = {"Authorization": f"Bearer {store.api_keys.create('right', [scope]).key}"}
+    approver = "U1" if scope == "decide" else None  # a deciding key says who it decides as
+    right = {"Authorization": f"Bearer {store.api_keys.create('right', [scope], approver=approver).key}"}
 
     anonymous = _call(client, method, path)
     assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == "Bearer"
@@ -82,9 +86,10 @@ def test_no_key_is_401_a_key_without_the_scope_is_403_the_scope_gets_in(
     assert _call(client, method, path, {"Authorization": "Bearer rok_00000000_forged"}).status_code == 401
     refused = _call(client, method, path, wrong)
     assert refused.status_code == 403 and f"lacks the {scope!r} scope" in refused.json()["detail"]
-    # With the scope: served (the query routes answer 503 here: no pipeline serves an index yet).
+    # With the scope: served (the query routes answer 503 here: no pipeline serves an index yet; the decision, 404:
+    # there is no such request).
     served = _call(client, method, path, right)
-    assert served.status_code == (503 if path in BODIES else 200), served.text
+    assert served.status_code == (503 if path in BODIES else 404 if path == DECIDE else 200), served.text
     if path == "/openapi.json":
         assert "/api/search" in served.json()["paths"]
     if path == "/docs":

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from runtime_ops.cli import main as cli
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.artifacts import ArtifactCollected
+from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
 from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
 
@@ -27,7 +27,7 @@ def _grow_and_promote(flow: Flow, store: Any, landing: Path, start: int, n: int,
     [train] = flow.tick_and_run("corpus_sensor")
     assert not train.success, "the candidate waits for a person (NEEDS_A_HUMAN)"
     [pending] = store.requests.list_requests(status="pending")
-    assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     capsys.readouterr()
     [promotion] = flow.tick_and_run("approvals_sensor")
     assert promotion.success

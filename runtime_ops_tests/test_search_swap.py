@@ -13,9 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime_ops.cli import main as cli
 from runtime_ops.settings import get_settings
-from runtime_ops_tests.approvals_support import ApiServer
+from runtime_ops_tests.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
 
 QUERY = "json dumps indent sort_keys"
@@ -89,7 +88,7 @@ def test_promotion_and_rollback_swap_under_search_load(
         v1 = _one(api, headers)
         assert v1[0] == 1
         with Load(api.url, headers) as promoting:
-            assert cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
+            assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
             [promotion] = flow.tick_and_run("approvals_sensor")  # fills v2's shadow index, swaps the alias
             assert promotion.success
             v2 = _one(api, headers)

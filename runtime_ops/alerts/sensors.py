@@ -17,9 +17,8 @@ from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
-from runtime_ops.runs import run_tagged
+from runtime_ops.runs import ALERT_TAG, run_tagged
 
-ALERT_TAG = "runtime_ops/alert"
 ALERTNAME_TAG = "runtime_ops/alertname"
 FINGERPRINT_TAG = "runtime_ops/alert_fingerprint"
 RULE_TAG = "runtime_ops/alert_rule"

@@ -26,6 +26,7 @@ create`). Only `/healthz` and `/readyz` answer anyone: they say nothing but up o
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,7 @@ from fastapi.telemetry import TelemetryConfig
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
 from runtime_ops.api.guards import BodyLimit, PageHeaders
+from runtime_ops.api.refusals import Refusals
 from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
@@ -44,6 +46,8 @@ from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.observability.logs import register_settings_secrets
 from runtime_ops.settings import Settings, get_settings
 from runtime_ops.store import open_store
+
+log = logging.getLogger("runtime_ops.api")
 
 # Fewer threads than database connections: extra threads only queue on the pool and stretch the tail.
 _THREADS = 10
@@ -67,7 +71,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = _THREADS
-        yield
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_flush_refusals, ops)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(lambda: ops.refusals.flush(final=True))
 
     # The schema and the Swagger page are served by routes/docs.py, behind a `read` key, not by FastAPI's open ones.
     app = FastAPI(
@@ -89,6 +99,16 @@ def create_app(
     for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, docs):
         app.include_router(module.router)
     return app
+
+
+async def _flush_refusals(ops: OpsContext) -> None:
+    """Write each window's summary of refusals soon after it closes, even when no further refusal comes."""
+    while True:
+        await anyio.sleep(max(1.0, ops.refusals.policy.window_s / 4))
+        try:
+            await anyio.to_thread.run_sync(ops.refusals.flush)
+        except Exception:  # the store is down: the summary waits for the next try
+            log.exception("could not write the refusal summaries; retrying")
 
 
 def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext:
@@ -119,4 +139,5 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         link_secret=link_secret,
         announcer=announcer,
         slack_signature=signature,
+        refusals=Refusals(store, now),
     )

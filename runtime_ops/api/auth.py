@@ -26,7 +26,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from runtime_ops.api.deps import OpsDep
+from runtime_ops.api.deps import OpsContext, OpsDep
 from runtime_ops.store.api_keys import SCOPES, ApiKey, key_id_of
 
 __all__ = [
@@ -65,12 +65,25 @@ def _unauthenticated(reason: str) -> HTTPException:
     )
 
 
-def _refuse(request: Request, status: int, reason: str, key_id: str | None) -> None:
+async def _refuse(request: Request, ops: OpsContext, status: int, reason: str, key_id: str | None) -> None:
+    """Log and audit (in aggregate) a refused credential; a client over its failure limit gets 429 instead."""
     client = request.client.host if request.client else None
+    path = request.url.path
     log.info(
-        "api key refused: %s",
-        reason,
-        extra={"http_status": status, "api_key": key_id, "path": request.url.path, "client": client},
+        "api key refused: %s", reason, extra={"http_status": status, "api_key": key_id, "path": path, "client": client}
+    )
+    detail = {"reason": reason, "path": path, "api_key": key_id, "http_status": status}
+    outcome = "forbidden" if status == 403 else "unauthenticated"
+    retry = await run_in_threadpool(ops.refusals.refused, channel="api", outcome=outcome, client=client, detail=detail)
+    if retry is not None:
+        raise too_many(retry)
+
+
+def too_many(retry_after: int) -> HTTPException:
+    return HTTPException(
+        429,
+        f"too many failed authentications from this client; retry in {retry_after} s",
+        headers={"Retry-After": str(retry_after)},
     )
 
 
@@ -88,12 +101,12 @@ def require_scope(scope: str) -> ScopeDependency:
         given = [v.strip() for v in (bearer.credentials if bearer else None, header) if v and v.strip()]
         if not given:
             if request.headers.get("authorization"):
-                _refuse(request, 401, "malformed Authorization header", None)
+                await _refuse(request, ops, 401, "malformed Authorization header", None)
                 raise _unauthenticated("malformed Authorization header (expected 'Bearer <key>')")
-            _refuse(request, 401, "no API key", None)
+            await _refuse(request, ops, 401, "no API key", None)
             raise _unauthenticated("no API key")
         if len(given) == 2 and given[0] != given[1]:
-            _refuse(request, 401, "two different API keys", None)
+            await _refuse(request, ops, 401, "two different API keys", None)
             raise _unauthenticated(f"two different API keys (Authorization and {API_KEY_HEADER})")
         key = given[0]
         try:
@@ -102,10 +115,10 @@ def require_scope(scope: str) -> ScopeDependency:
             log.exception("api key check failed", extra={"api_key": key_id_of(key)})
             raise HTTPException(503, f"cannot check the API key now ({type(exc).__name__}); retry later") from None
         if found is None:
-            _refuse(request, 401, "unknown or revoked API key", key_id_of(key))
+            await _refuse(request, ops, 401, "unknown or revoked API key", key_id_of(key))
             raise _unauthenticated("unknown or revoked API key")
         if not found.allows(scope):
-            _refuse(request, 403, f"API key lacks scope {scope}", found.key_id)
+            await _refuse(request, ops, 403, f"API key lacks scope {scope}", found.key_id)
             raise HTTPException(
                 403,
                 f"API key {found.key_id} lacks the {scope!r} scope (it has: {', '.join(found.scopes)})",

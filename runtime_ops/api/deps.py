@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from runtime_ops.api.refusals import Refusals
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.settings import Settings
@@ -31,6 +32,7 @@ class OpsContext:
     link_secret: str
     announcer: Announcer  # posts/updates approval messages (Slack) or logs signed links
     slack_signature: SlackSignature | None  # None: SLACK_SIGNING_SECRET unset, Slack interactivity is off
+    refusals: Refusals  # unauthenticated failures: audited in aggregate, rate-limited per client
 
 
 def ops_context(request: Request) -> OpsContext:
@@ -62,6 +64,10 @@ async def get_announcer(request: Request) -> Announcer:
     return ops_context(request).announcer
 
 
+async def get_refusals(request: Request) -> Refusals:
+    return ops_context(request).refusals
+
+
 async def get_slack_signature(request: Request) -> SlackSignature | None:
     return ops_context(request).slack_signature
 
@@ -74,4 +80,5 @@ StoreDep = Annotated[StateStore, Depends(get_store)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
 LinkSecretDep = Annotated[str, Depends(get_link_secret)]
 AnnouncerDep = Annotated[Announcer, Depends(get_announcer)]
+RefusalsDep = Annotated[Refusals, Depends(get_refusals)]
 SlackSignatureDep = Annotated[SlackSignature | None, Depends(get_slack_signature)]

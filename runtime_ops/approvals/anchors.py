@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runtime_ops.store import StateStore
-from runtime_ops.store.chain import Anchor, anchor_mac
+from runtime_ops.store.audit import Audit
+from runtime_ops.store.chain import Anchor, anchor_mac, key_id
 
 
 class AnchorSink(Protocol):
@@ -31,12 +32,13 @@ class AnchorSink(Protocol):
 
 def _to_json(anchor: Anchor) -> str:
     heads = {c: list(h) for c, h in sorted(anchor.heads.items())}
-    return json.dumps({"at": anchor.at, "heads": heads, "mac": anchor.mac}, separators=(",", ":"))
+    return json.dumps({"at": anchor.at, "heads": heads, "mac": anchor.mac, "kid": anchor.kid}, separators=(",", ":"))
 
 
 def _from_json(text: str) -> Anchor:
     data = json.loads(text)
-    return Anchor(str(data["at"]), {c: (int(h[0]), str(h[1])) for c, h in data["heads"].items()}, str(data["mac"]))
+    heads = {c: (int(h[0]), str(h[1])) for c, h in data["heads"].items()}
+    return Anchor(str(data["at"]), heads, str(data["mac"]), data.get("kid"))
 
 
 class FileSink:
@@ -95,10 +97,12 @@ def open_sink(where: str, *, endpoint_url: str | None = None) -> AnchorSink:
     return FileSink(Path(where))
 
 
-def anchored_heads(sink: AnchorSink) -> dict[str, tuple[int, str]]:
-    """Each chain's newest anchored head."""
+def anchored_heads(sink: AnchorSink, kid: str) -> dict[str, tuple[int, str]]:
+    """Each chain's newest head anchored under the key named `kid`."""
     heads: dict[str, tuple[int, str]] = {}
     for anchor in sink.read():
+        if anchor.kid is not None and anchor.kid != kid:
+            continue
         for chain, head in anchor.heads.items():
             if head[0] >= heads.get(chain, (0, ""))[0]:
                 heads[chain] = head
@@ -107,19 +111,25 @@ def anchored_heads(sink: AnchorSink) -> dict[str, tuple[int, str]]:
 
 # Per process and sink: the heads this process knows are anchored (the sensor's code server anchors every tick
 # without reading the whole sink each time; another process's anchors only make one extra, harmless anchor).
-_known: dict[str, dict[str, tuple[int, str]]] = {}
+_known: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
 
 
 def anchor_heads(store: StateStore, sink: AnchorSink, *, now: datetime | None = None) -> Anchor | None:
     """Anchor the heads of the chains that moved since their last anchor (None: nothing moved)."""
-    known = _known.get(sink.where)
+    return anchor_log(store.audit_log, sink, now=now)
+
+
+def anchor_log(log: Audit, sink: AnchorSink, *, now: datetime | None = None) -> Anchor | None:
+    key = log.key
+    kid = key_id(key)
+    known = _known.get((sink.where, kid))
     if known is None:
-        known = _known[sink.where] = anchored_heads(sink)
-    changed = {c: h for c, h in store.audit_log.heads().items() if h[0] > 0 and known.get(c) != h}
+        known = _known[(sink.where, kid)] = anchored_heads(sink, kid)
+    changed = {c: h for c, h in log.heads().items() if h[0] > 0 and known.get(c) != h}
     if not changed:
         return None
     at = (now or datetime.now(UTC)).isoformat()
-    anchor = Anchor(at, changed, anchor_mac(changed, at, store.audit_log.key))
+    anchor = Anchor(at, changed, anchor_mac(changed, at, key), kid)
     sink.append(anchor)
     known.update(changed)
     return anchor

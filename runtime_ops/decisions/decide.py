@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from runtime_ops.observability.tracing import record_approval_decision
 
-Channel = Literal["slack", "link", "cli"]
+Channel = Literal["slack", "link", "cli", "api"]
 Vote = Literal["approve", "reject"]
 VOTES: frozenset[str] = frozenset({"approve", "reject"})
 
@@ -155,6 +155,6 @@ def decide(
     return DecisionOutcome(result.outcome, result.message, result.request, vote)
 
 
-def refuse(store: DecisionStore, *, channel: Channel, outcome: str, detail: dict[str, Any], now: datetime) -> None:
+def refuse(store: DecisionStore, *, channel: str, outcome: str, detail: dict[str, Any], now: datetime) -> None:
     """Audit an attempt refused before it could name a request (it joins the global audit chain)."""
     store.audit_log.append(event="attempt", channel=channel, outcome=outcome, detail=detail, now=now)

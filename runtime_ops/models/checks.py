@@ -6,18 +6,38 @@ import dagster as dg
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
+from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.runs import ALERT_TAG
+from runtime_ops.store import StateStore
+from runtime_ops.store.alerts import alert_requester
 
 if TYPE_CHECKING:
     from runtime_ops.policies.approvals import RequestPolicy
 
 
-def _requester(context: dg.AssetCheckExecutionContext) -> str:
+SYSTEM = "system"
+
+
+def _requester(context: dg.AssetCheckExecutionContext, store: StateStore) -> str:
+    """Who asked for this candidate, from an authenticated record only: the operator of the retrain request
+    (their key's approver id) or the alert rule that consumed into this run; otherwise the system (a policy
+    trigger or a run launched in the Dagster UI, which has no users to authenticate). Run tags are not evidence:
+    whoever launches a run writes them."""
     tags = context.run.tags
-    return tags.get("runtime_ops/requested_by") or tags.get("user") or tags.get("dagster/user") or "runtime_ops"
+    trigger, run_key, alert_key = tags.get(RETRAIN_TRIGGER_TAG), tags.get(RETRAIN_KEY_TAG), tags.get(ALERT_TAG)
+    if trigger in ("manual", "alert") and run_key:
+        request = store.retraining.request_for_run(run_key)
+        if request is not None and request.get("requested_by"):
+            return str(request["requested_by"])
+    if trigger == "alert" and alert_key:
+        alert = store.alerts.alert_for_run(alert_key)
+        if alert is not None:
+            return alert_requester(alert)
+    return SYSTEM
 
 
 def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition) -> list[dg.AssetChecksDefinition]:
@@ -68,9 +88,10 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
     )
     @observed
     def human_approval(context: dg.AssetCheckExecutionContext, state: StateStoreResource) -> dg.AssetCheckResult:
+        store = state.store().scoped(spec.name)
         outcome = evaluate_gate(
-            state.store().scoped(spec.name),
-            requested_by=_requester(context),
+            store,
+            requested_by=_requester(context, store),
             run_id=context.run.run_id,
             policy=request_policy(spec),
             now=clock.now(),

@@ -28,6 +28,8 @@ SECRET_SETTINGS = (
     "RUNTIME_OPS_MODEL_API_KEY",
     "RUNTIME_OPS_WEBHOOK_SECRET",
     "RUNTIME_OPS_ALERT_TOKEN",
+    "RUNTIME_OPS_AUDIT_KEY",
+    "RUNTIME_OPS_OPERATOR_KEY",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
 )
@@ -92,7 +94,14 @@ class Redactor:
 
             settings = get_settings()
             ident = id(settings)
-            for field in ("slack_bot_token", "slack_signing_secret", "link_secret", "model_api_key", "audit_key"):
+            for field in (
+                "slack_bot_token",
+                "slack_signing_secret",
+                "link_secret",
+                "model_api_key",
+                "audit_key",
+                "operator_key",
+            ):
                 secret = getattr(settings, field)
                 values.append(secret.get_secret_value() if secret else "")
             for field in ("webhook_secret", "alert_token"):
@@ -251,6 +260,7 @@ def register_settings_secrets(settings: Any, *more: str | None) -> None:
         "model_api_key",
         "webhook_secret",
         "audit_key",
+        "operator_key",
     ):
         secret = getattr(settings, field, None)
         values.append(secret.get_secret_value() if secret else None)

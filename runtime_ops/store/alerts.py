@@ -38,6 +38,11 @@ def rollback_digest(alert_key: str, from_version: int, to_version: int) -> str:
     return hashlib.sha256(f"rollback|{alert_key}|v{from_version}->v{to_version}".encode()).hexdigest()
 
 
+def alert_requester(alert: dict[str, Any]) -> str:
+    """Who an alert's remediation is requested by: the alert rule, through Alertmanager's authenticated webhook."""
+    return f"alertmanager:{alert['alertname'] or alert['fingerprint']}"[:256]
+
+
 class Alerts(Repository):
     def __init__(self, engine: Engine, pipeline: str | None, requests: Requests) -> None:
         super().__init__(engine, pipeline)
@@ -115,6 +120,12 @@ class Alerts(Repository):
             q = select(t.alerts).where(and_(t.alerts.c.id == alert_id, self.owned(t.alerts)))
             return row_dict(conn.execute(q).first())
 
+    def alert_for_run(self, run_key: str) -> dict[str, Any] | None:
+        """The alert whose remediation run has `run_key`."""
+        with self.tx() as conn:
+            q = select(t.alerts).where(and_(t.alerts.c.run_key == run_key, self.owned(t.alerts))).limit(1)
+            return row_dict(conn.execute(q).first())
+
     # ------------------------------------------------------------------ remediation (alert sensor side)
     def alerts_to_handle(self, limit: int = 200) -> list[dict[str, Any]]:
         """Alerts the sensor has not decided about yet, oldest first."""
@@ -189,7 +200,7 @@ class Alerts(Repository):
         now = now or utcnow()
         digest = rollback_digest(alert["run_key"], from_version, to_version)
         r = t.approval_requests
-        requested_by = f"alertmanager:{alert['alertname'] or alert['fingerprint']}"[:256]
+        requested_by = alert_requester(alert)
         request_id = new_request_id(now)
         values: dict[str, Any] = {
             "id": request_id,

@@ -89,6 +89,7 @@ class ApiKey:
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
     revoked_by: str | None = None
+    approver: str | None = None  # the approver id the key decides as (None: it cannot decide)
 
     @property
     def revoked(self) -> bool:
@@ -119,18 +120,31 @@ def _api_key(row: Mapping[Any, Any]) -> ApiKey:
         last_used_at=row["last_used_at"],
         revoked_at=row["revoked_at"],
         revoked_by=row["revoked_by"],
+        approver=row.get("approver"),
     )
 
 
 class ApiKeys(Repository):
     def create(
-        self, name: str, scopes: Iterable[str], *, created_by: str | None = None, now: datetime | None = None
+        self,
+        name: str,
+        scopes: Iterable[str],
+        *,
+        created_by: str | None = None,
+        approver: str | None = None,
+        now: datetime | None = None,
     ) -> NewKey:
-        """A new key named `name` with `scopes`. The returned `NewKey.key` is the only copy of the key."""
+        """A new key named `name` with `scopes`, deciding as `approver` when given (it then needs the decide
+        scope). The returned `NewKey.key` is the only copy of the key."""
         name = name.strip()
         if not name or len(name) > MAX_NAME:
             raise ValueError(f"an API key's name is 1 to {MAX_NAME} characters, got {name!r}")
         scope_list = parse_scopes(scopes)
+        approver = approver.strip() if approver else None
+        if approver is not None and not ({"decide", ADMIN} & set(scope_list)):
+            raise ValueError(f"a key that decides as {approver!r} needs the decide scope (--scope decide)")
+        if approver is not None and (len(approver) > 256 or not approver.isprintable()):
+            raise ValueError(f"an approver id is 1 to 256 printable characters, got {approver!r}")
         now = now or utcnow()
         for _ in range(5):  # 32-bit key ids: a collision is rare, and retried with a fresh id
             key_id = KEY_PREFIX + secrets.token_hex(4)
@@ -142,6 +156,7 @@ class ApiKeys(Repository):
                 "scopes": ",".join(scope_list),
                 "created_at": now,
                 "created_by": created_by[:128] if created_by else None,
+                "approver": approver,
             }
             try:
                 with self.tx() as conn:

@@ -122,3 +122,42 @@ class Audit(Repository):
     def verify(self, anchors: Iterable[chain_mod.Anchor] = ()) -> chain_mod.ChainReport:
         """Every chain checked under the key, against the heads kept beside the log and the given anchors."""
         return chain_mod.verify(self.iter_records(), self.key, heads=self.heads(), anchors=anchors)
+
+    def rekey(self, new_key: bytes, anchors: Iterable[chain_mod.Anchor] = ()) -> int:
+        """Re-chain every record under `new_key` in one transaction, after checking the log under the current key
+        (and `anchors`); returns how many records were re-chained. The heads are locked meanwhile, so nothing is
+        appended halfway; processes still holding the old key must be stopped first (what they append after would
+        not verify)."""
+        if not new_key:
+            raise ValueError("the new audit key is empty")
+        report = self.verify(anchors)
+        if not report.ok:
+            raise ValueError(
+                f"the audit log does not verify under the current key, so it is not re-keyed: {report.problem}"
+            )
+        count = 0
+        with self.tx() as conn:
+            conn.execute(_GLOBAL_HEAD).one()  # appends wait on these locks until the new chain is committed
+            conn.execute(select(_R.c.id).with_for_update()).all()
+            prev: dict[str, str] = {}
+            after = ("", 0)
+            while True:
+                q = select(_L).where(tuple_(_L.c.chain, _L.c.seq) > tuple_(literal(after[0]), literal(after[1])))
+                rows = conn.execute(q.order_by(_L.c.chain, _L.c.seq).limit(5000)).all()
+                if not rows:
+                    break
+                for row in rows:
+                    rec = dict(row._mapping)
+                    link = prev.get(rec["chain"], chain_mod.GENESIS)
+                    digest = chain_mod.record_hash(link, rec, new_key)
+                    conn.execute(update(_L).where(_L.c.id == rec["id"]).values(prev_hash=link, hash=digest))
+                    prev[rec["chain"]] = digest
+                    count += 1
+                after = (rows[-1].chain, rows[-1].seq)
+            for chain, digest in prev.items():
+                if chain == chain_mod.GLOBAL_CHAIN:
+                    conn.execute(update(_HEAD).where(_HEAD.c.id == 1).values(last_hash=digest))
+                else:
+                    conn.execute(update(_R).where(_R.c.id == chain).values(audit_hash=digest))
+        self._key_source, self._key = (lambda: new_key), new_key
+        return count

@@ -43,11 +43,17 @@ def anchor_mac(heads: Mapping[str, tuple[int, str]], at: str, key: bytes) -> str
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
+def key_id(key: bytes) -> str:
+    """A public name for a key (which key MACed an anchor), not a way back to it."""
+    return hashlib.sha256(b"runtime_ops audit key id\n" + key).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Anchor:
     at: str  # when it was taken (ISO 8601)
     heads: dict[str, tuple[int, str]]  # chain -> (seq, MAC) of the chains that changed since the anchor before
     mac: str
+    kid: str | None = None  # key_id of the key it was MACed under (anchors of a rotated-out key are not checked)
 
     def valid(self, key: bytes) -> bool:
         return hmac.compare_digest(self.mac, anchor_mac(self.heads, self.at, key))
@@ -79,7 +85,10 @@ def verify(
     last: dict[str, tuple[int, str, int]] = {}  # chain -> (seq, MAC, record id)
     wanted: dict[tuple[str, int], tuple[str, str]] = {}  # (chain, seq) -> (MAC, anchor time)
     n_anchors = 0
+    current = key_id(key)
     for anchor in anchors:
+        if anchor.kid is not None and anchor.kid != current:
+            continue  # taken before the key was rotated (`audit rekey` verified the log then, and anchored anew)
         n_anchors += 1
         if not anchor.valid(key):
             return ChainReport(False, 0, None, f"the anchor of {anchor.at} was altered: its MAC does not match")

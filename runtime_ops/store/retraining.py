@@ -124,6 +124,12 @@ class Retraining(Repository):
             res = conn.execute(update(_R).where(cond).values(status="requested", run_key=run_key, handled_at=utcnow()))
             return bool(res.rowcount)
 
+    def request_for_run(self, run_key: str) -> dict[str, Any] | None:
+        """The request consumed with `run_key` (the run it launched), if any."""
+        cond = and_(_R.c.run_key == run_key, self.owned(_R))
+        with self.tx() as conn:
+            return row_dict(conn.execute(select(_R).where(cond).order_by(_R.c.id).limit(1)).first())
+
     def retrain_requests(self) -> list[dict[str, Any]]:
         with self.tx() as conn:
             return [dict(r._mapping) for r in conn.execute(select(_R).where(self.owned(_R)).order_by(_R.c.id))]

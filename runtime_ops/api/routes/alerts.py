@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.alerts.webhook import MalformedPayload, parse_payload
 from runtime_ops.api.auth import require_scope
-from runtime_ops.api.deps import ClockDep, SettingsDep, StoreDep
+from runtime_ops.api.deps import ClockDep, RefusalsDep, SettingsDep, StoreDep
 
 router = APIRouter(tags=["alerts"])
 log = logging.getLogger("runtime_ops.api")
@@ -49,7 +49,9 @@ ALERT_FIELDS = (
 
 
 @router.post("/alerts/alertmanager")
-async def alertmanager_webhook(request: Request, settings: SettingsDep, store: StoreDep, now: ClockDep) -> JSONResponse:
+async def alertmanager_webhook(
+    request: Request, settings: SettingsDep, store: StoreDep, now: ClockDep, refusals: RefusalsDep
+) -> JSONResponse:
     """Alertmanager's webhook (version 4). 4xx for what a retry cannot fix (Alertmanager does not retry
     them); 503 only when nothing was recorded (it retries 5xx, and a redelivery is a no-op)."""
     token = settings.alert_token.get_secret_value() if settings.alert_token else None
@@ -65,6 +67,13 @@ async def alertmanager_webhook(request: Request, settings: SettingsDep, store: S
     if token is not None:
         supplied = request.headers.get("authorization", "")
         if not hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode()):
+            client = request.client.host if request.client else None
+            detail = {"reason": "missing or wrong bearer token"}
+            retry = await run_in_threadpool(
+                refusals.refused, channel="alerts", outcome="unauthenticated", client=client, detail=detail
+            )
+            if retry is not None:
+                return JSONResponse({"error": "too many failed authentications"}, 429, {"Retry-After": str(retry)})
             return JSONResponse({"error": "missing or wrong bearer token (RUNTIME_OPS_ALERT_TOKEN)"}, 401)
     body = await request.body()  # bounded by the app's BodyLimit (runtime_ops.api.guards)
     try:

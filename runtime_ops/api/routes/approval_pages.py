@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, BackgroundTasks, Form
+from fastapi import APIRouter, BackgroundTasks, Form, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
-from runtime_ops.api.deps import AnnouncerDep, ClockDep, LinkSecretDep, StoreDep
+from runtime_ops.api.deps import AnnouncerDep, ClockDep, LinkSecretDep, RefusalsDep, StoreDep
 from runtime_ops.api.pages import evidence_page, outcome_page
 from runtime_ops.approvals import links
-from runtime_ops.decisions.decide import decide, refuse
+from runtime_ops.decisions.decide import decide
 from runtime_ops.decisions.preview import link_state
 from runtime_ops.store import StateStore
 from runtime_ops.store import schema as t
@@ -55,7 +55,9 @@ def approval_page(token: str, store: StoreDep, now: ClockDep, link_secret: LinkS
 @router.post("/approvals/{token}", response_class=HTMLResponse)
 def approval_decide(
     token: str,
+    request: Request,
     background: BackgroundTasks,
+    refusals: RefusalsDep,
     store: StoreDep,
     now: ClockDep,
     link_secret: LinkSecretDep,
@@ -69,7 +71,11 @@ def approval_decide(
         claims = links.read(link_secret, token, now())
     except links.LinkError as exc:
         detail = {"action": action, "message": str(exc)}
-        refuse(store, channel="link", outcome=f"{exc.kind}_link", detail=detail, now=now())
+        client = request.client.host if request.client else None
+        retry = refusals.refused(channel="link", outcome=f"{exc.kind}_link", client=client, detail=detail)
+        if retry is not None:
+            page = outcome_page("Too many refused links", f"Retry in {retry} s.", "refused")
+            return HTMLResponse(page, 429, {"Retry-After": str(retry)})
         return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
     outcome = decide(
         store,

@@ -1,14 +1,21 @@
 """`GET /api/approvals`: approval requests as JSON, newest first (the fields an operator may see); an API key with
-the `read` scope."""
+the `read` scope. `POST /api/approvals/{id}/approve|reject`: an operator's decision; an API key with the `decide`
+scope mapped to an approver id (`runtime-ops keys create NAME --scope decide --approver ID`), who the decision is
+recorded as."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from typing import Literal
+
+from fastapi import APIRouter, BackgroundTasks, Depends
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
-from runtime_ops.api.auth import require_scope
-from runtime_ops.api.deps import StoreDep
+from runtime_ops.api.auth import DecideKey, require_scope
+from runtime_ops.api.deps import OpsDep, StoreDep
+from runtime_ops.decisions.decide import decide
 
 router = APIRouter(tags=["approvals"])
 
@@ -46,3 +53,62 @@ def list_approvals(
     scoped = store.scoped(pipeline) if pipeline else store  # every pipeline's requests unless one is named
     rows = scoped.requests.list_requests(status=status, limit=max(1, min(limit, 500)))
     return JSONResponse(jsonable_encoder([{k: r.get(k) for k in PUBLIC_FIELDS} for r in rows]))
+
+
+class DecisionBody(BaseModel):
+    reason: str | None = Field(None, max_length=2000, description="why (required to reject)")
+
+
+def _status(outcome: str) -> int:
+    if outcome in ("accepted", "recorded"):
+        return 200
+    if outcome == "unknown_request":
+        return 404
+    if outcome in ("already_decided", "expired", "duplicate_vote"):
+        return 409
+    return 403  # unauthorised, self_approval
+
+
+@router.post("/api/approvals/{request_id}/{action}")
+async def decide_request(
+    request_id: str,
+    action: Literal["approve", "reject"],
+    key: DecideKey,
+    ops: OpsDep,
+    background: BackgroundTasks,
+    body: DecisionBody | None = None,
+) -> JSONResponse:
+    """Approve or reject as the approver the key is mapped to; the outcome is what the request's policy says
+    (four eyes, M-of-N, tiers, expiry), exactly as for a Slack click or a signed link."""
+    reason = body.reason.strip() if body and body.reason else None
+    if key.approver is None:
+        message = f"API key {key.key_id} is not mapped to an approver id, so it cannot decide"
+        detail = {"action": action, "message": message, "api_key": key.key_id}
+        await run_in_threadpool(
+            ops.store.audit_log.append,
+            event="attempt",
+            request_id=request_id[:64],
+            actor=key.label,
+            channel="api",
+            outcome="unauthorised",
+            detail=detail,
+            now=ops.now(),
+        )
+        return JSONResponse({"error": f"{message}: create one with --approver"}, 403)
+    if action == "reject" and not reason:
+        return JSONResponse({"error": 'a rejection needs a reason: send {"reason": "..."}'}, 400)
+    outcome = await run_in_threadpool(
+        decide, ops.store, request_id, actor=key.approver, vote=action, channel="api", reason=reason, now=ops.now()
+    )
+    if outcome.counted:
+        background.add_task(ops.announcer.after_decision, request_id)
+    request = outcome.request or {}
+    return JSONResponse(
+        {
+            "outcome": outcome.outcome,
+            "message": outcome.message,
+            "actor": key.approver,
+            "status": request.get("status"),
+        },
+        _status(outcome.outcome),
+    )

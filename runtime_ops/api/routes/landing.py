@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from starlette.concurrency import run_in_threadpool
 
-from runtime_ops.api.deps import SettingsDep, StoreDep
+from runtime_ops.api.deps import RefusalsDep, SettingsDep, StoreDep
 from runtime_ops.landing import open_landing
 from runtime_ops.landing.transaction import RefusedKeys, write_all
 
@@ -66,6 +66,7 @@ async def land(
     request: Request,
     settings: SettingsDep,
     store: StoreDep,
+    refusals: RefusalsDep,
     token: str | None = Header(None, alias=HEADER),
     pipeline: str | None = Query(None, description="the pipeline whose landing receives the objects"),
 ) -> JSONResponse:
@@ -74,6 +75,13 @@ async def land(
     if not secret:
         return JSONResponse({"error": "webhook landing is disabled: set RUNTIME_OPS_WEBHOOK_SECRET"}, 404)
     if token is None or not hmac.compare_digest(token.encode(), secret.encode()):
+        client = request.client.host if request.client else None
+        detail = {"reason": f"missing or wrong {HEADER} header"}
+        retry = await run_in_threadpool(
+            refusals.refused, channel="landing", outcome="unauthenticated", client=client, detail=detail
+        )
+        if retry is not None:
+            return JSONResponse({"error": "too many failed authentications"}, 429, {"Retry-After": str(retry)})
         return JSONResponse({"error": f"missing or wrong {HEADER} header"}, 401)
     try:
         payload = json.loads(await request.body())

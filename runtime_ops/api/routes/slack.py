@@ -29,8 +29,11 @@ async def slack_interactions(request: Request, background: BackgroundTasks, ops:
     problem = signature.problem(body, request.headers)
     if problem:
         client = request.client.host if request.client else None
-        detail = {"reason": problem, "client": client}
-        await run_in_threadpool(refuse, store, channel="slack", outcome="forged", detail=detail, now=now())
+        retry = await run_in_threadpool(
+            ops.refusals.refused, channel="slack", outcome="forged", client=client, detail={"reason": problem}
+        )
+        if retry is not None:
+            return JSONResponse({"error": "too many invalid Slack signatures"}, 429, {"Retry-After": str(retry)})
         return JSONResponse({"error": f"invalid Slack signature: {problem}"}, 401)
     try:
         click = parse_interaction(body)

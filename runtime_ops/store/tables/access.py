@@ -19,6 +19,8 @@ api_keys = Table(
     Column("scopes", String(255), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("created_by", String(128)),
+    # The approver id this key decides as (CLI and API decisions); NULL: the key cannot decide.
+    Column("approver", String(256)),
     # Written at most once a minute per key (not on every request): "is this key still in use?", not an audit log.
     Column("last_used_at", UTCDateTime()),
     Column("revoked_at", UTCDateTime()),

@@ -1,0 +1,59 @@
+"""Unauthenticated failures of the ops API's routes, audited in aggregate and rate-limited per client.
+
+`Refusals.refused` is called by every route's credential check when it fails (an API key, a Slack signature, a
+link, the alert and landing tokens): the first refusal of a window is appended to the audit log with its detail,
+later ones are summed into one `refusals` record when the window closes (the app flushes every window and at
+shutdown), and a client over its limit gets a Retry-After to answer 429 with. See `policies.refusals`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from runtime_ops.decisions.decide import refuse
+from runtime_ops.policies.refusals import RefusalPolicy, Summary
+from runtime_ops.store import StateStore
+
+
+class Refusals:
+    def __init__(self, store: StateStore, now: Callable[[], datetime], policy: RefusalPolicy | None = None) -> None:
+        self.store, self.now = store, now
+        self.policy = policy or RefusalPolicy()
+        self._lock = threading.Lock()
+
+    def refused(self, *, channel: str, outcome: str, client: str | None, detail: dict[str, Any]) -> int | None:
+        """Record one failure (blocking: call it in the thread pool); the seconds to ask the client to wait when
+        it is over its limit, else None."""
+        now = self.now()
+        with self._lock:
+            reason = detail.get("reason") or detail.get("message")
+            verdict = self.policy.refused(channel, outcome, client, now, str(reason) if reason else None)
+        for summary in verdict.summaries:
+            self._write(summary)
+        if verdict.record:
+            refuse(self.store, channel=channel, outcome=outcome, detail={**detail, "client": client}, now=now)
+        return verdict.retry_after
+
+    def flush(self, *, final: bool = False) -> int:
+        """Write the summaries of the windows that closed (all of them when `final`); how many were written."""
+        with self._lock:
+            summaries = self.policy.close(None if final else self.now())
+        for summary in summaries:
+            self._write(summary)
+        return len(summaries)
+
+    def _write(self, s: Summary) -> None:
+        detail = {
+            "count": s.count,
+            "first_at": s.first_at.isoformat(),
+            "last_at": s.last_at.isoformat(),
+            "clients": [list(c) for c in s.clients],
+            "reasons": [list(r) for r in s.reasons],
+            "limited": s.limited,
+        }
+        self.store.audit_log.append(
+            event="refusals", channel=s.channel, outcome=s.outcome, detail=detail, now=s.last_at
+        )
