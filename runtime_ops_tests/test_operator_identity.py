@@ -6,6 +6,7 @@ and summed up in the audit log instead of one record each."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,13 @@ def test_four_eyes_refuses_the_operator_who_asked_for_the_retrain(
     assert "four eyes" in capsys.readouterr().out
     assert operator_cli(["approvals", "approve", pending["id"], "--as", "bob"]) == 0
     assert store.requests.get_request(pending["id"])["decided_by"] == "bob"
+    # The approvals sensor's tick anchors the audit heads that moved; verify checks the log against them.
+    capsys.readouterr()
+    [promotion] = flow.tick("approvals_sensor")
+    assert promotion.run_key == pending["id"]
+    assert cli(["audit", "verify"]) == 0
+    anchored = re.search(r"checked against (\d+) anchors", capsys.readouterr().out)
+    assert anchored is not None and int(anchored[1]) >= 1
 
 
 def test_a_sensor_launched_candidate_has_the_system_as_requester(

@@ -45,8 +45,16 @@ EF_SEARCH_MIN = 400
 # dimensions) with queries near the data: m 16 / ef_construction 64 reached recall@10 0.82 at ef_search 200 and
 # 0.91 at 400; m 24 / ef_construction 128 reached 0.95 and 0.98 (p99 9.9 ms), for a 3x longer build (50 s).
 HNSW_BUILD = "WITH (m = 24, ef_construction = 128)"
-# maintenance_work_mem of the build: a graph that does not fit is built far more slowly (1M x 128 needs ~1 GB).
-BUILD_MEMORY = "1GB"
+# maintenance_work_mem of the build, sized to the graph: one that does not fit is built far more slowly (at 1M x
+# 128 with 1 GB the graph outgrew it near the end and the build took 50 min on 2 cores). Per row: the vector, the
+# layer-0 neighbour list (2m tuple ids) and pgvector's element overhead, with a margin; capped.
+BUILD_BYTES_PER_ROW_OVERHEAD = 2 * 24 * 8 + 128
+BUILD_MEMORY_MIN_MB, BUILD_MEMORY_MAX_MB = 64, 4096
+
+
+def build_memory_mb(rows: int, dim: int) -> int:
+    need = rows * (4 * dim + BUILD_BYTES_PER_ROW_OVERHEAD) * 1.5 / 2**20
+    return int(min(BUILD_MEMORY_MAX_MB, max(BUILD_MEMORY_MIN_MB, need)))
 
 
 def _literal(row: np.ndarray) -> str:
@@ -184,10 +192,11 @@ class PgVectorIndex(VectorIndex):
         with self._store.raw(autocommit=True) as cur:
             cur.execute(f"VACUUM (ANALYZE) {self._qualified}")
             cur.execute(f"VACUUM (ANALYZE) {self._delta}")
-        if self._store.estimated_rows(self._qualified) < EXACT_MAX_ROWS or self.has_ann_index():
+        rows = self._store.estimated_rows(self._qualified)
+        if rows < EXACT_MAX_ROWS or self.has_ann_index():
             return
         with self._store.raw() as cur:
-            cur.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
+            cur.execute(f"SET LOCAL maintenance_work_mem = '{build_memory_mb(rows, self.dim)}MB'")
             cur.execute(
                 f'CREATE INDEX IF NOT EXISTS "{self.name.table}_hnsw" ON {self._qualified} '
                 f"USING hnsw (embedding vector_cosine_ops) {HNSW_BUILD}"
