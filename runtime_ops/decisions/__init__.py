@@ -4,7 +4,8 @@ Where is a Slack click counted? In `decide.decide`, the call a signed link and t
 
     Slack button  api/routes/slack.py ──────────────┐
     signed link   api/routes/approval_pages.py ─────┼──▶ decide(store, request_id, actor=, vote=, channel=, now=)
-    CLI           cli.py (approvals approve|reject) ┘      │
+    CLI           cli/approvals.py ─────────────────┤      │
+    JSON API      api/routes/approvals.py ──────────┘      │  (CLI and API: as their operator key's approver)
                                                            ├─ store.votes.cast_vote: one transaction (row lock,
                                                            │  policies.approvals.authorise, the vote, tally,
                                                            │  compare-and-set of the outcome, audit record)

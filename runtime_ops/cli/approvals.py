@@ -1,0 +1,187 @@
+"""`runtime-ops approvals`, `retrain`, `promote`: decide as an authenticated operator, ask for a retrain, run the
+promotion saga from the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
+from runtime_ops.settings import get_settings
+
+if TYPE_CHECKING:
+    from runtime_ops.store import StateStore
+
+
+def cmd_approvals_list(args: argparse.Namespace) -> int:
+    store = state_store(args.pipeline) if args.pipeline else state_store()
+    rows = store.requests.list_requests(status=args.status)
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return 0
+    for r in rows:
+        r["digest"] = r["candidate_digest"][:12]
+        r["candidate"] = f"v{r['candidate_version']}"
+    print_table(rows, ["id", "pipeline", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
+    return 0
+
+
+def _operator_key(args: argparse.Namespace) -> str | None:
+    if getattr(args, "key_file", None):
+        try:
+            return Path(args.key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"error: cannot read --key-file {args.key_file}: {exc.strerror}", file=sys.stderr)
+            return None
+    key = get_settings().operator_key
+    return key.get_secret_value() if key else None
+
+
+def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:
+    """The approver id the operator's key decides as, or None (refusal printed and audited)."""
+    from runtime_ops import clock
+    from runtime_ops.approvals.operators import OperatorRefused, operator
+
+    try:
+        return str(operator(store, _operator_key(args), claimed=args.actor, now=clock.now()).approver)
+    except OperatorRefused as exc:
+        store.audit_log.append(
+            event="attempt",
+            request_id=request_id,
+            actor=args.actor or default_actor(),
+            channel="cli",
+            outcome="unauthenticated",
+            detail={"action": action, "message": str(exc), "api_key": exc.key_id},
+            now=clock.now(),
+        )
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def _decide(args: argparse.Namespace, approve: bool) -> int:
+    from runtime_ops import clock
+    from runtime_ops.decisions.decide import decide
+
+    store = request_store(args.request_id)
+    actor = _authenticate(store, args, request_id=args.request_id, action="approve" if approve else "reject")
+    if actor is None:
+        return 1
+    request = store.requests.get_request(args.request_id)
+    if request is not None and request["status"] == "pending":
+        report = store.evaluations.get_eval_report(request["eval_report_id"])
+        if report:
+            print(report["markdown"])
+            print(f"\nverdict: {report['verdict']['reason']}\n")
+    outcome = decide(
+        store,
+        args.request_id,
+        actor=actor,
+        vote="approve" if approve else "reject",
+        channel="cli",
+        reason=args.reason,
+        now=clock.now(),
+    )
+    print(outcome.message)
+    if outcome.decided and approve:
+        print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
+    return 0 if outcome.counted else 1
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    """Ask the pipeline's corpus sensor for one retrain; the request names the authenticated operator, who then
+    cannot approve the candidate it produces (four eyes)."""
+    from runtime_ops.components.loading import get_spec
+    from runtime_ops.models.sensors import request_retrain
+
+    store = state_store(get_spec(args.pipeline).name)
+    actor = _authenticate(store, args, request_id=None, action="retrain")
+    if actor is None:
+        return 1
+    request_id = request_retrain(store, reason=args.reason, requested_by=actor)
+    print(
+        f"retrain request #{request_id} for {store.pipeline} by {actor}: the corpus sensor launches it on its next tick"
+    )
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    """Promote the approved candidate (the same saga as production_model), or print what it would change."""
+    from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
+    from runtime_ops.components.loading import get_spec
+    from runtime_ops.locks.factory import open_locker
+    from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
+    from runtime_ops.saga.engine import plan, run
+    from runtime_ops.vectors.factory import pipeline_vector_store
+
+    if args.approval and not args.pipeline:
+        store = request_store(args.approval)
+    else:
+        store = state_store(get_spec(args.pipeline).name)
+    try:
+        version, request = verify_promotion(store, approval_id=args.approval)
+    except PromotionRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    vectors = pipeline_vector_store(get_spec(store.pipeline).vector_store)
+    if args.dry_run:
+        print(f"dry run: promoting candidate v{version} ({request['id']}) would make these transitions:")
+        steps = promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=None)
+        for line in plan(steps, {}):
+            print(f"  - {line}")
+        print("nothing was changed")
+        return 0
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
+    with open_locker(get_settings()).hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+        steps = promotion_steps(
+            store, vectors, version=version, request=request, fence=lease.fence, run_id=None, log=print
+        )
+        outcome = run(
+            saga_id(request), steps, {}, StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
+        )
+    print(f"saga {outcome.saga_id}: {outcome.status}")
+    return 0 if outcome.status == "done" or (args.compensate and outcome.status == "compensated") else 1
+
+
+def register(sub: Any) -> None:
+    approvals = sub.add_parser("approvals", help="list and decide promotion approval requests")
+    asub = approvals.add_subparsers(dest="action", required=True)
+    p = asub.add_parser("list", help="list approval requests")
+    p.add_argument("--status", choices=["pending", "approved", "rejected", "superseded", "expired"])
+    p.add_argument("--pipeline", default=None, help="only this pipeline's requests (default: every pipeline)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_approvals_list)
+    for name, approve in (("approve", True), ("reject", False)):
+        p = asub.add_parser(name, help=f"{name} a pending request")
+        p.add_argument("request_id")
+        p.add_argument(
+            "--as",
+            dest="actor",
+            default=None,
+            help="the approver id you decide as; optional, and only checked: your operator key says who decides",
+        )
+        p.add_argument(
+            "--key-file", default=None, help="file holding your operator key (default: $RUNTIME_OPS_OPERATOR_KEY)"
+        )
+        p.add_argument("--reason", required=not approve, default=None)
+        p.set_defaults(func=lambda a, approve=approve: _decide(a, approve))
+
+    p = sub.add_parser("retrain", help="ask a pipeline for one retrain, as the operator your key names")
+    p.add_argument("pipeline")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--as", dest="actor", default=None, help="optional; only checked against your operator key")
+    p.add_argument(
+        "--key-file", default=None, help="file holding your operator key (default: $RUNTIME_OPS_OPERATOR_KEY)"
+    )
+    p.set_defaults(func=cmd_retrain)
+
+    p = sub.add_parser("promote", help="promote the approved candidate (the production_model saga) or --dry-run")
+    p.add_argument("--approval", default=None, help="approval request id (default: the current candidate's)")
+    p.add_argument("--pipeline", default=None, help="the pipeline (default: the approval's, else the only one)")
+    p.add_argument("--dry-run", action="store_true", help="print the transitions; change nothing")
+    p.add_argument(
+        "--compensate", action="store_true", help="roll back an interrupted promotion instead of finishing it"
+    )
+    p.set_defaults(func=cmd_promote)
