@@ -12,6 +12,9 @@ from typing import Any
 from runtime_ops.cli.common import state_store
 from runtime_ops.settings import get_settings
 
+# The checkout `runtime-ops dev` runs from: its dagster.yaml and workspace.yaml.
+CHECKOUT = Path(__file__).resolve().parents[2]
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
@@ -90,7 +93,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     import subprocess
 
     settings = get_settings()
-    root = Path(__file__).resolve().parent.parent
+    root = CHECKOUT
     home = settings.resolved_home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
