@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from runtime_ops.cli import build_parser
 from runtime_ops.cli.local import CHECKOUT
 
@@ -11,5 +13,16 @@ def test_dev_finds_the_checkouts_dagster_yaml_and_workspace() -> None:
 
 
 def test_every_command_group_is_registered() -> None:
-    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(commands) == {"approvals", "retrain", "promote", "audit", "keys", "serve", "status", "db", "demo", "dev"}
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) == {
+        "approvals",
+        "retrain",
+        "promote",
+        "audit",
+        "keys",
+        "serve",
+        "status",
+        "db",
+        "demo",
+        "dev",
+    }
