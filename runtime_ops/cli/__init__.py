@@ -28,3 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # the state store is damaged (StateDamaged): the message names the file and the fix
+        from runtime_ops.store.integrity import StateDamaged
+
+        if not isinstance(exc, StateDamaged):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 3

@@ -61,6 +61,47 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db_check(_: argparse.Namespace) -> int:
+    store = state_store()  # checks (quick_check, schema revision) before anything else, naming the file and the fix
+    from runtime_ops.store.migrate import current_revision
+
+    print(
+        f"state store {get_settings().resolved_database_url}: whole, schema revision {current_revision(store.engine)}"
+    )
+    return 0
+
+
+def cmd_db_backup(args: argparse.Namespace) -> int:
+    from runtime_ops.store.engine import engine_for
+    from runtime_ops.store.integrity import backup
+
+    engine = engine_for(get_settings().resolved_database_url)
+    try:
+        copy = backup(engine, Path(args.file))
+    except (ValueError, FileExistsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"backed up the state store to {copy.path} ({copy.bytes:,} bytes, schema revision {copy.revision}), checked")
+    return 0
+
+
+def cmd_db_restore(args: argparse.Namespace) -> int:
+    from runtime_ops.store.engine import engine_for
+    from runtime_ops.store.integrity import restore
+
+    engine = engine_for(get_settings().resolved_database_url)
+    try:
+        copy = restore(engine, Path(args.file))
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"restored {args.file} into {copy.path} (schema revision {copy.revision}); `runtime-ops audit verify` "
+        "checks it (records newer than the backup are gone; anchors taken after it name them as truncated)"
+    )
+    return 0
+
+
 def cmd_db_upgrade(_: argparse.Namespace) -> int:
     state_store()
     print("state store schema is up to date")
@@ -99,7 +140,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
     from runtime_ops.components.loading import load_specs
 
-    state_store()  # migrate before the first sensor tick
+    store = state_store()  # check and migrate before the first sensor tick
     demo = load_specs(settings).get("demo")  # a folder of one's own pipelines may have no demo
     if demo is not None and not args.no_seed and not demo.landing.is_s3:
         from runtime_ops.demo import copy_corpus
@@ -146,7 +187,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
         flush=True,
     )
 
-    def stop(*_: object) -> None:
+    asked: list[int] = []  # the signal that asked us to stop, if one did
+
+    def stop(signum: int = 0, *_: object) -> None:
+        if signum:
+            asked.append(signum)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
@@ -166,6 +211,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+    from runtime_ops.store.integrity import checkpoint
+
+    checkpoint(store.engine)  # the state file alone is then the whole state (a copy of it is a backup)
+    if asked:
+        print("stopped cleanly: the state store's WAL is folded into its file", flush=True)
+        return 0
     return max(p.returncode or 0 for p in procs)
 
 
@@ -183,6 +234,14 @@ def register(sub: Any) -> None:
     dsub = db.add_subparsers(dest="action", required=True)
     p = dsub.add_parser("upgrade", help="migrate the state store to the newest schema")
     p.set_defaults(func=cmd_db_upgrade)
+    p = dsub.add_parser("check", help="check the state store is whole (SQLite quick_check, schema revision)")
+    p.set_defaults(func=cmd_db_check)
+    p = dsub.add_parser("backup", help="a consistent copy of the SQLite state store, while the flow runs")
+    p.add_argument("file", help="the backup file to write (must not exist)")
+    p.set_defaults(func=cmd_db_backup)
+    p = dsub.add_parser("restore", help="put a backup in place of the SQLite state store (stop everything first)")
+    p.add_argument("file", help="the backup file")
+    p.set_defaults(func=cmd_db_restore)
     demo = sub.add_parser("demo", help="demo data")
     dmsub = demo.add_subparsers(dest="action", required=True)
     p = dmsub.add_parser("seed", help="copy the demo corpus into the demo pipeline's landing folder or bucket")

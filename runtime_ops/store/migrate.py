@@ -27,6 +27,12 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(_config()).get_current_head() or ""
 
 
+def known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return {r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()}
+
+
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
         from alembic.runtime.migration import MigrationContext

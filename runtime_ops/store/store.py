@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
+from runtime_ops.store import integrity
 from runtime_ops.store.alerts import Alerts
 from runtime_ops.store.answers import Answers
 from runtime_ops.store.api_keys import ApiKeys
@@ -33,7 +34,7 @@ from runtime_ops.store.evaluations import Evaluations
 from runtime_ops.store.indexes import Indexes
 from runtime_ops.store.ledger import Ledger
 from runtime_ops.store.metrics import Metrics
-from runtime_ops.store.migrate import upgrade_to_head
+from runtime_ops.store.migrate import head_revision, upgrade_to_head
 from runtime_ops.store.notifications import Notifications
 from runtime_ops.store.registry import Registry
 from runtime_ops.store.requests import Requests
@@ -43,12 +44,22 @@ from runtime_ops.store.scope import DEFAULT_PIPELINE
 from runtime_ops.store.votes import Votes
 
 
-def open_store(url: str, *, pipeline: str | None = DEFAULT_PIPELINE, migrate: bool = True) -> StateStore:
-    """The state store at `url` (migrated to the newest schema), scoped to `pipeline` (None: unscoped)."""
+def open_store(
+    url: str, *, pipeline: str | None = DEFAULT_PIPELINE, migrate: bool = True, check: bool = False
+) -> StateStore:
+    """The state store at `url` (migrated to the newest schema), scoped to `pipeline` (None: unscoped). `check`
+    (entry points: the CLI, the API, `runtime-ops dev`) first checks it is whole, once per process, raising
+    `StateDamaged` with the file and the fix."""
     engine = engine_for(url)
+    if check and url not in _CHECKED:
+        integrity.check(engine, head_revision())
+        _CHECKED.add(url)
     if migrate:
         upgrade_to_head(engine)
     return StateStore(engine, pipeline=pipeline)
+
+
+_CHECKED: set[str] = set()
 
 
 class StateStore:
