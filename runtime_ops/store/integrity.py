@@ -52,7 +52,8 @@ def _fix(where: str) -> str:
 def _quick_check(path: Path) -> str | None:
     """SQLite's quick_check of `path`, or the error opening it raised; None when it is whole."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as conn:
+        uri = f"{path.resolve().as_uri()}?mode=ro"  # percent-encoded: a path with '?' or '#' stays a path
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
             rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
     except sqlite3.DatabaseError as exc:
         return str(exc)
