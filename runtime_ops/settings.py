@@ -92,6 +92,8 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(default=10 * 1024 * 1024, gt=0, **_env("RUNTIME_OPS_MAX_DOCUMENT_BYTES"))
     batch_max_objects: int = Field(default=1000, gt=0, le=25_000, **_env("RUNTIME_OPS_BATCH_MAX_OBJECTS"))
     scan_max_keys: int = Field(default=100_000, gt=0, **_env("RUNTIME_OPS_SCAN_MAX_KEYS"))
+    # Event mode: how often a listing sweep reconciles what notifications missed (off: never).
+    reconcile_every: timedelta | None = Field(default=timedelta(hours=1), **_env("RUNTIME_OPS_RECONCILE_EVERY"))
     actor: str | None = Field(default=None, **_env("RUNTIME_OPS_ACTOR"))
 
     # Approval policy of new requests (a request keeps the policy it opened with).
@@ -169,7 +171,7 @@ class Settings(BaseSettings):
     def _normalise_log_format(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("escalate_after", "expire_after", "sensor_interval", mode="before")
+    @field_validator("escalate_after", "expire_after", "sensor_interval", "reconcile_every", mode="before")
     @classmethod
     def _parse_duration(cls, v: object) -> object:
         return parse_duration(v) if isinstance(v, str) else v

@@ -335,3 +335,47 @@ def test_queue_module_is_light_and_its_client_lazy():
     assert queue_module.region_from_queue_url("http://127.0.0.1:5000/123456789012/q") is None
     with pytest.raises(ValueError, match="RUNTIME_OPS_SQS_QUEUE_URL"):
         queue_module.EventQueue("not-a-url")
+
+
+def test_a_purged_queue_is_reconciled_by_the_listing_sweep_exactly_once(events, dagster_instance, monkeypatch):
+    s3, bucket, sqs = events
+    monkeypatch.setenv("RUNTIME_OPS_RECONCILE_EVERY", "1s")
+    get_settings.cache_clear()
+    flow = Flow(dagster_instance)
+    sqs.drain()  # moto's TestEvent
+    assert flow.tick("landing_sensor") == []  # event mode starts; the first sweep is one period away
+    missed = {k: v for k, v in (_put(s3, bucket, f"lost/{i:03d}.txt", f"lost {i}".encode()) for i in range(30))}
+    assert len(sqs.drain()) == 30  # the notifications are purged: nothing will announce these objects
+    notified = {k: v for k, v in (_put(s3, bucket, f"kept/{i:03d}.txt", f"kept {i}".encode()) for i in range(10))}
+    time.sleep(1.1)  # the sweep is due
+    requests = flow.tick("landing_sensor") + flow.tick("landing_sensor")
+    # The 10 notified objects come from their events, the 30 lost ones from the sweep, each once.
+    assert sorted(int(r.tags["runtime_ops/objects"]) for r in requests) == [10, 30]
+    ledger = _ledger()
+    assert dict(ledger) == {**missed, **notified} and set(Counter(ledger).values()) == {1}
+
+    # Replayed notifications (say, from a dead-letter queue) and the next sweeps add nothing.
+    for key, etag in missed.items():
+        sqs.send(
+            [
+                json.dumps(
+                    {
+                        "Records": [
+                            {
+                                "eventSource": "aws:s3",
+                                "eventName": "ObjectCreated:Put",
+                                "s3": {
+                                    "bucket": {"name": bucket},
+                                    "object": {"key": PREFIX + key, "eTag": etag, "size": 7},
+                                },
+                            }
+                        ]
+                    }
+                )
+            ]
+        )
+    time.sleep(1.1)
+    assert flow.tick("landing_sensor") == [] and flow.tick("landing_sensor") == []
+    assert sqs.depth() == 0 and len(_ledger()) == 40
+    store = open_store(get_settings().resolved_database_url)
+    assert sum(b["n_objects"] for b in store.ledger.batches()) == 40

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,55 @@ def drain_events(
 
 
 GONE_REASON = "deleted from the landing (not in its listing)"
+MISSED = "missed by the event notifications"
+
+
+def reconcile(
+    context: dg.SensorEvaluationContext,
+    store: StateStore,
+    source: S3LandingSource,
+    spec: PipelineSpec,
+    cursor: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Event mode's safety net: every `landing.reconcile_every` a listing sweep walks the bucket (a slice per
+    tick, from `cursor["sweep_after"]`), recording object versions no notification announced (a lost, expired or
+    purged message) as a batch and removing documents whose keys are gone. The ledger's (key, version)
+    uniqueness makes an object both notified and listed ingest once. Updates `cursor`; returns the new batch."""
+    every = spec.landing.reconcile_every_s
+    if every is None:
+        return None
+    now = time.time()
+    if "swept_at" not in cursor:  # the first sweep comes one period after event mode starts, not on its first tick
+        cursor["swept_at"] = now
+        return None
+    if "sweep_after" not in cursor and now - float(cursor["swept_at"]) < every:
+        return None
+    result = scan(
+        source,
+        store.ledger.known_versions,
+        start_after=cursor.get("sweep_after"),
+        max_new=spec.landing.batch_max_objects,
+        max_keys=spec.landing.scan_max_keys,
+        current=lambda after, upto: store.documents.current_keys_between(after, upto, source=source.uri),
+    )
+    removed = [k for k in result.gone if store.documents.remove_key(k, reason=f"{GONE_REASON}, {MISSED}") is not None]
+    batch = None
+    if result.new:
+        batch = store.ledger.record_batch(
+            source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new]
+        )
+    if result.next_start_after is None:  # the sweep reached the end of the listing: done until the next one
+        cursor.pop("sweep_after", None)
+        cursor["swept_at"] = now
+    else:
+        cursor["sweep_after"] = result.next_start_after
+    if batch is not None or removed:
+        where = f"batch {batch['id']}" if batch else "no batch"
+        context.log.warning(
+            f"landing sweep of {source.uri}: {len(result.new)} object versions and {len(removed)} deletions were "
+            f"{MISSED}; {where}"
+        )
+    return batch
 
 
 def _batch_request(spec: PipelineSpec, batch_id: str, n_objects: int) -> dg.RunRequest:
@@ -184,11 +234,18 @@ def landing_tick(
             context.log.info(f"landing batch {tick.batch['id']}: {tick.batch['n_objects']} new object versions")
         if tick.messages:
             context.log.info(f"landing events from {events_queue.url}: {tick.describe()}")
+        swept = reconcile(context, store, source, spec, cursor)
+        if swept is not None:
+            partitions.append(swept["id"])
+            run_requests.append(_batch_request(spec, swept["id"], swept["n_objects"]))
+        # The listing cursor (start_after) is left as it is: switching back to listing mode resumes there.
+        new_cursor = json.dumps(cursor)
         if not run_requests:
+            context.update_cursor(new_cursor)
             return dg.SkipReason(f"no new object versions (event mode, {tick.describe()})")
-        # The listing cursor is left as it is: switching back to listing mode resumes where it stopped.
         return dg.SensorResult(
             run_requests=run_requests,
+            cursor=new_cursor,
             dynamic_partitions_requests=[batches.build_add_request(partitions)],
         )
 

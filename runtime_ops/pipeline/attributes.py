@@ -61,6 +61,19 @@ class LandingAttributes(dg.Resolvable, dg.Model):
     max_document_bytes: int | None = Field(
         default=None, gt=0, description="Larger objects are quarantined. Default: RUNTIME_OPS_MAX_DOCUMENT_BYTES."
     )
+    reconcile_every: str | None = Field(
+        default=None,
+        description="Event mode: how often a listing sweep of the bucket ingests what notifications missed (a lost "
+        "or purged message) and removes what was deleted unnoticed (90s, 30m, 1h; off). Default: "
+        "RUNTIME_OPS_RECONCILE_EVERY, else 1h.",
+    )
+
+    @field_validator("reconcile_every")
+    @classmethod
+    def _check_reconcile(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration(v)  # raises on nonsense, naming it
+        return v
 
     @field_validator("uri")
     @classmethod

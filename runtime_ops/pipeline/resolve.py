@@ -31,6 +31,10 @@ T = TypeVar("T")
 LOADING_SETTINGS: ContextVar[Settings | None] = ContextVar("runtime_ops_loading_settings", default=None)
 
 
+def _seconds(value: timedelta | None) -> float | None:
+    return value.total_seconds() if value is not None else None
+
+
 def _first(value: T | None, default: T) -> T:
     return default if value is None else value
 
@@ -159,6 +163,9 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             batch_max_objects=_first(landing.batch_max_objects, settings.batch_max_objects),
             scan_max_keys=_first(landing.scan_max_keys, settings.scan_max_keys),
             max_document_bytes=_first(landing.max_document_bytes, settings.max_document_bytes),
+            reconcile_every_s=_seconds(
+                parse_duration(landing.reconcile_every) if landing.reconcile_every else settings.reconcile_every
+            ),
         ),
         embedder=_embedder(attrs, base_dir),
         golden_set=_relative(base_dir, attrs.evaluation.golden_set) or settings.resolved_golden_set,

@@ -41,6 +41,7 @@ class LandingSpec:
     batch_max_objects: int = 1000
     scan_max_keys: int = 100_000
     max_document_bytes: int = 10 * 1024 * 1024
+    reconcile_every_s: float | None = 3600.0  # event mode's listing sweep (None: off)
 
     @property
     def is_s3(self) -> bool:
