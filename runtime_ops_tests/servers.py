@@ -142,8 +142,10 @@ def _world_traversable(path: Path) -> bool:
 class PostgresServer:
     """A throwaway PostgreSQL cluster: `initdb` into a temp dir, `pg_ctl start` on a free port."""
 
-    def __init__(self, bindir: Path | None = None) -> None:
+    def __init__(self, bindir: Path | None = None, options: str = "") -> None:
+        """`options`: more server settings (`-c name=value ...`), e.g. a benchmark's shared_buffers."""
         self.bindir = bindir or find_postgres_bindir()
+        self.options = options
         self.user = _unprivileged_user()
         base = Path(tempfile.gettempdir())
         if self.user is not None and not _world_traversable(base):
@@ -219,8 +221,8 @@ class PostgresServer:
             # which fault-injection tests must not see. fsync=off only risks data on an OS crash.
             opts = (
                 f"-p {self.port} -k {self.sockdir} -c listen_addresses={HOST} -c fsync=off "
-                "-c full_page_writes=off -c max_connections=200"
-            )
+                f"-c full_page_writes=off -c max_connections=200 {self.options}"
+            ).strip()
             r = self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-o", opts, "-w",
                           "-t", "60", "start")  # fmt: skip
             if r.returncode == 0:
