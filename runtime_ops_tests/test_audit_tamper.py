@@ -184,3 +184,42 @@ def test_audit_rekey_rotates_the_key_and_keeps_the_log_verifiable(
     # A log that does not verify is not re-keyed (that would bless the damage with the new key).
     assert cli(["audit", "rekey", "--new-key-file", str(new_key)]) == 1
     assert "does not verify under the current key" in capsys.readouterr().err
+
+
+def test_anchors_in_an_object_locked_bucket_catch_a_truncation(
+    env: Any, postgres_url: str, aws_env: Any, capsys: Any
+) -> None:
+    """Anchors as docker compose keeps them: one object each in a bucket with Object Lock (compliance mode)."""
+    from runtime_ops_tests import servers
+
+    s3 = aws_env.client("s3")
+    bucket = servers.unique_name("audit", sep="-")
+    s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    s3.put_object_lock_configuration(
+        Bucket=bucket,
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 1}},
+        },
+    )
+    env(
+        database_url=postgres_url,
+        RUNTIME_OPS_AUDIT_KEY=KEY,
+        RUNTIME_OPS_AUDIT_ANCHORS=f"s3://{bucket}/anchors",
+        AWS_ENDPOINT_URL=aws_env.endpoint_url,
+    )
+    store = open_store(get_settings().resolved_database_url)
+    request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
+    for actor in ("U2", "U9", "U3"):
+        decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
+    assert cli(["audit", "anchor"]) == 0
+    assert f"in s3://{bucket}/anchors" in capsys.readouterr().out
+    [anchor] = s3.list_objects_v2(Bucket=bucket, Prefix="anchors/")["Contents"]
+    versions = s3.list_object_versions(Bucket=bucket, Prefix=anchor["Key"])["Versions"]
+    with pytest.raises(Exception, match="AccessDenied"):  # not even the bucket's owner removes it before retention ends
+        s3.delete_object(Bucket=bucket, Key=anchor["Key"], VersionId=versions[0]["VersionId"])
+    assert cli(["audit", "verify"]) == 0
+    assert "checked against 1 anchors" in capsys.readouterr().out
+    _truncate_with_head(store, request["id"])
+    assert cli(["audit", "verify"]) == 1
+    assert "was truncated: the anchor of" in capsys.readouterr().err
