@@ -10,9 +10,9 @@ import dagster as dg
 
 from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
 from runtime_ops.documents.partitions import landing_batches
-from runtime_ops.documents.scan import scan
+from runtime_ops.documents.scan import ScanResult, scan
 from runtime_ops.jobs import AssetJob
-from runtime_ops.landing import S3LandingSource, is_ignored_key
+from runtime_ops.landing import LandingSource, S3LandingSource, is_ignored_key
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
@@ -126,6 +126,29 @@ GONE_REASON = "deleted from the landing (not in its listing)"
 MISSED = "missed by the event notifications"
 
 
+def list_slice(
+    store: StateStore, source: LandingSource, spec: PipelineSpec, start_after: str | None, gone_reason: str
+) -> tuple[ScanResult, list[str], dict[str, Any] | None]:
+    """One slice of the landing's listing from `start_after`: its unknown object versions recorded as a batch,
+    and the documents of keys the listing no longer has removed from the corpus (and, through the change feed,
+    the serving index). Listing mode runs it every tick, event mode's reconciliation every period."""
+    result = scan(
+        source,
+        store.ledger.known_versions,
+        start_after=start_after,
+        max_new=spec.landing.batch_max_objects,
+        max_keys=spec.landing.scan_max_keys,
+        current=lambda after, upto: store.documents.current_keys_between(after, upto, source=source.uri),
+    )
+    removed = [k for k in result.gone if store.documents.remove_key(k, reason=gone_reason) is not None]
+    batch = None
+    if result.new:
+        batch = store.ledger.record_batch(
+            source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new]
+        )
+    return result, removed, batch
+
+
 def reconcile(
     context: dg.SensorEvaluationContext,
     store: StateStore,
@@ -146,20 +169,7 @@ def reconcile(
         return None
     if "sweep_after" not in cursor and now - float(cursor["swept_at"]) < every:
         return None
-    result = scan(
-        source,
-        store.ledger.known_versions,
-        start_after=cursor.get("sweep_after"),
-        max_new=spec.landing.batch_max_objects,
-        max_keys=spec.landing.scan_max_keys,
-        current=lambda after, upto: store.documents.current_keys_between(after, upto, source=source.uri),
-    )
-    removed = [k for k in result.gone if store.documents.remove_key(k, reason=f"{GONE_REASON}, {MISSED}") is not None]
-    batch = None
-    if result.new:
-        batch = store.ledger.record_batch(
-            source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new]
-        )
+    result, removed, batch = list_slice(store, source, spec, cursor.get("sweep_after"), f"{GONE_REASON}, {MISSED}")
     if result.next_start_after is None:  # the sweep reached the end of the listing: done until the next one
         cursor.pop("sweep_after", None)
         cursor["swept_at"] = now
@@ -249,27 +259,13 @@ def landing_tick(
             dynamic_partitions_requests=[batches.build_add_request(partitions)],
         )
 
-    result = scan(
-        source,
-        store.ledger.known_versions,
-        start_after=cursor.get("start_after"),
-        max_new=spec.landing.batch_max_objects,
-        max_keys=spec.landing.scan_max_keys,
-        current=lambda after, upto: store.documents.current_keys_between(after, upto, source=source.uri),
-    )
-    # Objects deleted from the landing leave the corpus (and, through the change feed, the serving index).
-    removed = [k for k in result.gone if store.documents.remove_key(k, reason=GONE_REASON) is not None]
+    result, removed, batch = list_slice(store, source, spec, cursor.get("start_after"), GONE_REASON)
     if removed:
         context.log.info(f"{len(removed)} documents gone from {source.uri} left the corpus: {', '.join(removed[:5])}")
-    if result.new:
-        batch = store.ledger.record_batch(
-            source.uri,
-            [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new],
-        )
-        if batch is not None:
-            partitions.append(batch["id"])
-            run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
-            context.log.info(f"landing batch {batch['id']}: {batch['n_objects']} new object versions")
+    if batch is not None:
+        partitions.append(batch["id"])
+        run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
+        context.log.info(f"landing batch {batch['id']}: {batch['n_objects']} new object versions")
     new_cursor = json.dumps({"start_after": result.next_start_after})
     if not run_requests:
         context.update_cursor(new_cursor)
