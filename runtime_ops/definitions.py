@@ -2,7 +2,7 @@
 
 Every pipeline is a `RetrievalPipeline` component declared in `<pipelines dir>/<name>/defs.yaml` (default:
 `runtime_ops/defs/`, or RUNTIME_OPS_PIPELINES_DIR); the process-wide pieces live here: the state store, locks,
-landing access, approval announcements, the run logger and the automation sensor.
+landing access, approval announcements, the run logger, the automation sensor and the run recovery sensor.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from runtime_ops.automation import build_automation_sensor
 from runtime_ops.components.loading import BUILTIN_DEFS, load_pipelines
 from runtime_ops.observability.logs import configure_logging
 from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
+from runtime_ops.recovery.orphans import build_recovery_sensor
 from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import ApprovalsResource, LocksResource, StateStoreResource
 from runtime_ops.settings import Settings, get_settings
@@ -63,7 +64,10 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     default_for_unconfigured_runs()
     pipelines = load_pipelines(settings.pipelines_dir or BUILTIN_DEFS, settings)
     shared = dg.Definitions(
-        sensors=[build_automation_sensor(settings.sensor_seconds(30))],
+        sensors=[
+            build_automation_sensor(settings.sensor_seconds(30)),
+            build_recovery_sensor(settings.sensor_seconds(30)),
+        ],
         resources=build_resources(settings),
         # Run logs as JSON lines (console lines in `make dev`); Dagster's event log (the UI) is unaffected.
         loggers={"console": runtime_ops_logger},

@@ -21,6 +21,8 @@ def capped_retry_policy(delay_s: float, max_delay_s: float) -> dg.RetryPolicy:
 # already recorded in the state store is skipped on the retry, so a retry resumes rather than repeats.
 IO_RETRY = capped_retry_policy(delay_s=2.0, max_delay_s=30.0)
 
-# Runs that pass through the approval gate must not be re-executed by Dagster's run retries: a retried
-# "pending approval" check would just fail again, and a promotion is retried by a new decision instead.
-GATED_RUN_TAGS = {"dagster/retry_on_asset_or_op_failure": "false", "dagster/max_retries": "0"}
+# Runs that pass through the approval gate are re-executed by Dagster's run retries only when the run itself died
+# (its worker was killed: run monitoring or `recovery.orphans` marks it failed), never after a step failed: a
+# retried "pending approval" check would just fail again, and a refused promotion is retried by a new decision.
+# The retry re-executes from the failure: a promotion re-verifies its approval and resumes its saga.
+GATED_RUN_TAGS = {"dagster/retry_on_asset_or_op_failure": "false", "dagster/max_retries": "2"}

@@ -363,7 +363,8 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
     assert request.job_name == "demo__rollback_job"
     assert request.run_config["ops"]["demo__rollback_production"]["config"]["from_version"] == 2
     assert request.run_config["ops"]["demo__rollback_production"]["config"]["to_version"] == 1
-    assert request.tags["dagster/max_retries"] == "0"
+    # Retried only when its worker dies, never after its step failed (a refused rollback is not re-run).
+    assert request.tags["dagster/retry_on_asset_or_op_failure"] == "false"
 
     # During the remediation: a redelivery is a no-op, a new firing period of the same alert is suppressed.
     assert inbox.post(webhook(fired)).json()["duplicate"] == 1
@@ -641,7 +642,8 @@ def test_the_sensor_applies_the_rules(sqlite_flow) -> None:  # type: ignore[no-u
     )
     [request] = flow.tick("alert_sensor")
     assert request.job_name == "demo__train_job" and request.run_key == "alert-d1-20261129T100000.000000Z"
-    assert request.tags["runtime_ops/alert_rule"] == "drift" and request.tags["dagster/max_retries"] == "0"
+    assert request.tags["runtime_ops/alert_rule"] == "drift"
+    assert request.tags["dagster/retry_on_asset_or_op_failure"] == "false"
     got = {r["fingerprint"]: (r["action_status"], r["action_detail"]) for r in inbox.alerts()}
     assert got["d1"][0] == "requested"
     assert got["d2"][0] == "suppressed" and "cooling down" in got["d2"][1]

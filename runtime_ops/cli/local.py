@@ -152,6 +152,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             # candidate and shows the gate at work.
             copied = copy_corpus(landing, subset=0.7)
             print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
+    _fail_orphans(home)
     env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
     # Readable log lines on a developer's terminal unless JSON was asked for explicitly.
     env.setdefault("RUNTIME_OPS_LOG_FORMAT", "console")
@@ -218,6 +219,21 @@ def cmd_dev(args: argparse.Namespace) -> int:
         print("stopped cleanly: the state store's WAL is folded into its file", flush=True)
         return 0
     return max(p.returncode or 0 for p in procs)
+
+
+def _fail_orphans(home: Path) -> None:
+    """Runs the last `runtime-ops dev` left started (it was killed, or the machine lost power) are marked failed
+    before anything starts, so that run retries relaunch them at once (run_recovery_sensor would, a tick later)."""
+    if not (home / "history").exists():  # Dagster's SQLite run storage: no runs yet
+        return
+    import dagster as dg
+
+    from runtime_ops.recovery.orphans import sweep
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        orphans = sweep(instance)
+    for o in orphans:
+        print(f"run {o.run_id} ({o.job_name}) was interrupted ({o.reason}): marked failed; run retries relaunch it")
 
 
 def register(sub: Any) -> None:

@@ -8,6 +8,7 @@ import dagster as dg
 from runtime_ops.documents.chunking import chunk_text
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
+from runtime_ops.faults import failpoint
 from runtime_ops.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -46,6 +47,7 @@ def parse_batch(
     quarantined: list[tuple[str, str, str]] = []
     for i, doc in enumerate(todo, 1):
         ref = ObjectRef(key=doc["key"], version=doc["version"], size=doc["size"], last_modified=doc["last_modified"])
+        failpoint("documents.parse")  # before each document: a fault test widens an ingest run here
         try:
             data = source.read(ref)
             parsed = parse_document(doc["key"], data, max_bytes=max_document_bytes)
