@@ -35,7 +35,7 @@ def build_jobs(
             spec.qualified("ingest_job"),
             selection=dg.AssetSelection.assets(assets["raw_documents"], assets["document_chunks"]),
             partitions_def=assets["raw_documents"].partitions_def,
-            tags={**spec.ingest_tags, **runtime},
+            tags={**spec.ingest_tags, **runtime, **spec.step_timeout_tags("ingest_job")},
             config=RUN_LOGGER_CONFIG,
             description="Parse and chunk one landing batch.",
         ),
@@ -50,7 +50,7 @@ def build_jobs(
                 assets["production_model"],
             )
             | serving,
-            tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime},
+            tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime, **spec.step_timeout_tags("train_job")},
             config=RUN_LOGGER_CONFIG,
             description="Retrain the embedder, evaluate it against production, and promote it if the gate passes.",
         ),
@@ -60,14 +60,14 @@ def build_jobs(
             selection=dg.AssetSelection.checks(*checks)
             | dg.AssetSelection.assets(assets["production_model"])
             | serving,
-            tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime},
+            tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, **runtime, **spec.step_timeout_tags("promotion_job")},
             config=RUN_LOGGER_CONFIG,
             description="Promote an approved candidate, then rebuild embeddings, the index and the answers.",
         ),
         index=dg.define_asset_job(
             spec.qualified("index_job"),
             selection=serving,
-            tags={**spec.lifecycle_tags, **runtime},
+            tags={**spec.lifecycle_tags, **runtime, **spec.step_timeout_tags("index_job")},
             config=RUN_LOGGER_CONFIG,
             description="Bring embeddings, the retrieval index and the answers up to date with the production model.",
         ),

@@ -94,6 +94,13 @@ class Settings(BaseSettings):
     scan_max_keys: int = Field(default=100_000, gt=0, **_env("RUNTIME_OPS_SCAN_MAX_KEYS"))
     # Event mode: how often a listing sweep reconciles what notifications missed (off: never).
     reconcile_every: timedelta | None = Field(default=timedelta(hours=1), **_env("RUNTIME_OPS_RECONCILE_EVERY"))
+    # Timeouts: of one document's parse (past it: quarantined as too slow), of each step of a run (past it: the step
+    # fails and its retry policy applies; a pipeline may set one per job), of one state-store statement (PostgreSQL).
+    parse_timeout: timedelta | None = Field(default=timedelta(seconds=60), **_env("RUNTIME_OPS_PARSE_TIMEOUT"))
+    step_timeout: timedelta | None = Field(default=timedelta(minutes=30), **_env("RUNTIME_OPS_STEP_TIMEOUT"))
+    statement_timeout: timedelta | None = Field(
+        default=timedelta(seconds=60), **_env("RUNTIME_OPS_DB_STATEMENT_TIMEOUT")
+    )
     actor: str | None = Field(default=None, **_env("RUNTIME_OPS_ACTOR"))
 
     # Approval policy of new requests (a request keeps the policy it opened with).
@@ -171,7 +178,16 @@ class Settings(BaseSettings):
     def _normalise_log_format(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("escalate_after", "expire_after", "sensor_interval", "reconcile_every", mode="before")
+    @field_validator(
+        "escalate_after",
+        "expire_after",
+        "sensor_interval",
+        "reconcile_every",
+        "parse_timeout",
+        "step_timeout",
+        "statement_timeout",
+        mode="before",
+    )
     @classmethod
     def _parse_duration(cls, v: object) -> object:
         return parse_duration(v) if isinstance(v, str) else v

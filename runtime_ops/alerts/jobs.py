@@ -155,7 +155,12 @@ def build_alert_jobs(spec: PipelineSpec) -> list[dg.JobDefinition]:
 
     @dg.job(
         name=spec.qualified("rollback_job"),
-        tags={**GATED_RUN_TAGS, **spec.lifecycle_tags, "dagster/max_runtime": "3600"},
+        tags={
+            **GATED_RUN_TAGS,
+            **spec.lifecycle_tags,
+            "dagster/max_runtime": "3600",
+            **spec.step_timeout_tags("rollback_job"),
+        },
         description="Roll production back to its previous version (launched by the alert sensor).",
     )
     def rollback_job() -> None:
@@ -163,7 +168,7 @@ def build_alert_jobs(spec: PipelineSpec) -> list[dg.JobDefinition]:
 
     @dg.job(
         name=spec.qualified("reembed_job"),
-        tags={**spec.lifecycle_tags, "dagster/max_runtime": "3600"},
+        tags={**spec.lifecycle_tags, "dagster/max_runtime": "3600", **spec.step_timeout_tags("reembed_job")},
         description="Re-embed one landing batch or the whole corpus with the production model and swap in the "
         "rebuilt index (launched by the alert sensor).",
     )

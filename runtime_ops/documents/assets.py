@@ -17,6 +17,7 @@ from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
+from runtime_ops.timeouts import DeadlineExceeded, deadline
 
 # A progress line per interval, not per N documents: each one is an event-log write (see runtime_ops.progress).
 _PROGRESS_SECONDS = 10.0
@@ -33,7 +34,11 @@ def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
 
 
 def parse_batch(
-    context: dg.AssetExecutionContext, store: StateStore, source: LandingSource, max_document_bytes: int
+    context: dg.AssetExecutionContext,
+    store: StateStore,
+    source: LandingSource,
+    max_document_bytes: int,
+    parse_timeout_s: float | None = None,
 ) -> dg.MaterializeResult:
     batch_id = context.partition_key
     batch = store.ledger.get_batch(batch_id)
@@ -50,7 +55,16 @@ def parse_batch(
         failpoint("documents.parse")  # before each document: a fault test widens an ingest run here
         try:
             data = source.read(ref)
-            parsed = parse_document(doc["key"], data, max_bytes=max_document_bytes)
+            with deadline(parse_timeout_s, f"parsing {doc['key']}") as bound:
+                parsed = parse_document(doc["key"], data, max_bytes=max_document_bytes)
+        except DeadlineExceeded as exc:
+            if exc.deadline is not bound:
+                raise  # the step's own timeout: the step fails and retries, the document is not to blame
+            reason = f"{exc} (timeouts.parse_document / RUNTIME_OPS_PARSE_TIMEOUT)"
+            store.documents.quarantine(doc["id"], "too_slow", reason)
+            quarantined.append((doc["key"], "too_slow", reason))
+            context.log.warning(f"quarantined {doc['key']} (too_slow): {reason}")
+            continue
         except QuarantineError as exc:
             store.documents.quarantine(doc["id"], exc.code, exc.reason)
             quarantined.append((doc["key"], exc.code, exc.reason))
@@ -135,7 +149,13 @@ def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
         context: dg.AssetExecutionContext, state: StateStoreResource, landing: LandingResource
     ) -> dg.MaterializeResult:
         store = state.store().scoped(spec.name)
-        return parse_batch(context, store, landing.source(spec.landing), spec.landing.max_document_bytes)
+        return parse_batch(
+            context,
+            store,
+            landing.source(spec.landing),
+            spec.landing.max_document_bytes,
+            spec.timeouts.parse_document_s,
+        )
 
     @dg.asset(
         key=spec.asset_path("document_chunks"),

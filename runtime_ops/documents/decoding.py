@@ -6,8 +6,10 @@ import re
 from pathlib import PurePosixPath
 from typing import Literal
 
-QuarantineCode = Literal["oversized", "empty", "binary", "not_utf8", "corrupt", "unsupported"]
-QUARANTINE_CODES: frozenset[str] = frozenset(("oversized", "empty", "binary", "not_utf8", "corrupt", "unsupported"))
+QuarantineCode = Literal["oversized", "empty", "binary", "not_utf8", "corrupt", "unsupported", "too_slow"]
+QUARANTINE_CODES: frozenset[str] = frozenset(
+    ("oversized", "empty", "binary", "not_utf8", "corrupt", "unsupported", "too_slow")
+)
 
 MAX_TITLE_CHARS = 120
 _UTF8_BOM = b"\xef\xbb\xbf"

@@ -20,6 +20,9 @@ import dagster as dg
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from runtime_ops.observability import logs, tracing
+from runtime_ops.pipeline.spec import STEP_TIMEOUT_TAG
+from runtime_ops.settings import get_settings
+from runtime_ops.timeouts import deadline
 
 APPROVAL_TAG = "runtime_ops/approval_id"
 APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
@@ -222,6 +225,22 @@ def observe_step(context: Any = None, **fields: Any) -> Iterator[Any]:
 _CONTEXT_TYPES = (dg.AssetExecutionContext, dg.AssetCheckExecutionContext, dg.OpExecutionContext)
 
 
+def step_timeout(context: Any) -> float | None:
+    """Seconds the step may take: its run's STEP_TIMEOUT_TAG (set per job), else RUNTIME_OPS_STEP_TIMEOUT."""
+    context = context or _current_context()
+    tag = context.run.tags.get(STEP_TIMEOUT_TAG)
+    if tag is not None:
+        seconds = float(tag)
+        return seconds if seconds > 0 else None
+    default = get_settings().step_timeout
+    return default.total_seconds() if default else None
+
+
+def step_key(context: Any) -> str:
+    context = context or _current_context()
+    return str(context.get_step_execution_context().step.key)
+
+
 def observed(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`observe_step` around a whole asset / check / op function, keeping its signature (Dagster reads the
     wrapped function's parameters and annotations through `functools.wraps`). Put it under `@dg.asset`."""
@@ -230,6 +249,13 @@ def observed(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         context = next((a for a in (*args, *kwargs.values()) if isinstance(a, _CONTEXT_TYPES)), None)
         with observe_step(context):
-            return fn(*args, **kwargs)
+            seconds = step_timeout(context)
+            with deadline(seconds, f"step {step_key(context)}") as bound:
+                if seconds and not bound.armed:
+                    (context or _current_context()).log.warning(
+                        f"step timeout of {seconds:g} s not enforced: the step does not run on its process's main "
+                        "thread"
+                    )
+                return fn(*args, **kwargs)
 
     return wrapper

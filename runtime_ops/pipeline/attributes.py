@@ -352,6 +352,42 @@ class RetentionAttributes(dg.Resolvable, dg.Model):
     )
 
 
+class TimeoutAttributes(dg.Resolvable, dg.Model):
+    parse_document: str | None = Field(
+        default=None,
+        description="Longest parse of one document (90s, 2m; off); a slower one is quarantined as too slow and the "
+        "batch goes on. Default: RUNTIME_OPS_PARSE_TIMEOUT, else 60s.",
+    )
+    step: str | None = Field(
+        default=None,
+        description="Longest run of one step (30m, 2h; off); past it the step fails and its retry policy applies. "
+        "Default: RUNTIME_OPS_STEP_TIMEOUT, else 30m.",
+    )
+    jobs: dict[str, str] = Field(
+        default_factory=dict,
+        description="A step timeout per job (ingest_job, train_job, promotion_job, index_job, rollback_job, "
+        "reembed_job), over `step`.",
+    )
+
+    @field_validator("parse_document", "step")
+    @classmethod
+    def _check_duration(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration(v)
+        return v
+
+    @field_validator("jobs")
+    @classmethod
+    def _check_jobs(cls, v: dict[str, str]) -> dict[str, str]:
+        from runtime_ops.pipeline.spec import JOB_NAMES
+
+        for job, value in v.items():
+            if job not in JOB_NAMES:
+                raise ValueError(f"timeouts.jobs: no job named {job!r}; jobs: {', '.join(JOB_NAMES)}")
+            parse_duration(value)
+        return v
+
+
 class ScheduleAttributes(dg.Resolvable, dg.Model):
     retrain_cron: str | None = Field(
         default="0 3 * * *",
@@ -377,6 +413,7 @@ class PipelineAttributes(dg.Model):
     schedules: ScheduleAttributes = Field(default_factory=ScheduleAttributes)
     vector_store: VectorStoreAttributes = Field(default_factory=VectorStoreAttributes)
     retention: RetentionAttributes = Field(default_factory=RetentionAttributes)
+    timeouts: TimeoutAttributes = Field(default_factory=TimeoutAttributes)
     alert_rules: str | None = Field(
         default=None,
         description="Remediation rule file, relative to this defs.yaml. Default: RUNTIME_OPS_ALERT_RULES, else the "

@@ -20,6 +20,7 @@ from runtime_ops.pipeline.spec import (
     RetentionSpec,
     RetrainSpec,
     SentenceTransformerSpec,
+    TimeoutSpec,
     VectorStoreSpec,
 )
 from runtime_ops.settings import Settings, parse_duration
@@ -29,6 +30,19 @@ T = TypeVar("T")
 # The settings the pipelines being loaded resolve their defaults from (build_definitions may be given its own
 # Settings; the component reads them here while Dagster's component tree builds it).
 LOADING_SETTINGS: ContextVar[Settings | None] = ContextVar("runtime_ops_loading_settings", default=None)
+
+
+def _timeouts(attrs: PipelineAttributes, settings: Settings) -> TimeoutSpec:
+    t = attrs.timeouts
+
+    def declared(value: str | None, default: timedelta | None) -> float | None:
+        return _seconds(parse_duration(value) if value is not None else default)
+
+    return TimeoutSpec(
+        parse_document_s=declared(t.parse_document, settings.parse_timeout),
+        step_s=declared(t.step, settings.step_timeout),
+        steps={job: _seconds(parse_duration(value)) for job, value in t.jobs.items()},
+    )
 
 
 def _seconds(value: timedelta | None) -> float | None:
@@ -203,5 +217,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         sensor_interval_s=settings.sensor_seconds(0) or None,
         vector_store=_vector_store(attrs, settings),
         retention=RetentionSpec(keep_previous=attrs.retention.keep_previous, keep_recent=attrs.retention.keep_recent),
+        timeouts=_timeouts(attrs, settings),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

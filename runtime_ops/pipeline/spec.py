@@ -186,6 +186,24 @@ class RetentionSpec:
     keep_recent: int = 2  # newest other versions
 
 
+# The run tag carrying each step's timeout in seconds (`0`: unbounded): jobs get it from their pipeline's
+# `timeouts`, and `observability.steps.observed` arms it around every step of the run.
+STEP_TIMEOUT_TAG = "runtime_ops/step_timeout_s"
+JOB_NAMES = ("ingest_job", "train_job", "promotion_job", "index_job", "rollback_job", "reembed_job")
+
+
+@dataclass(frozen=True)
+class TimeoutSpec:
+    """Seconds (None: unbounded): one document's parse, and each step of a run of the named job."""
+
+    parse_document_s: float | None = 60.0
+    step_s: float | None = 1800.0  # any job not named in `steps`
+    steps: dict[str, float | None] = field(default_factory=dict)
+
+    def step_of(self, job: str) -> float | None:
+        return self.steps.get(job, self.step_s)
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
     name: str
@@ -201,6 +219,7 @@ class PipelineSpec:
     retrain: RetrainSpec = field(default_factory=RetrainSpec)
     vector_store: VectorStoreSpec = field(default_factory=VectorStoreSpec)
     retention: RetentionSpec = field(default_factory=RetentionSpec)
+    timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).
@@ -223,6 +242,11 @@ class PipelineSpec:
     def sensor_interval(self, default: int) -> int:
         """The minimum interval of one of this pipeline's sensors: the process-wide override, else `default`."""
         return self.sensor_interval_s or default
+
+    def step_timeout_tags(self, job: str) -> dict[str, str]:
+        """The run tag that bounds each step of a run of `job` (`0`: unbounded)."""
+        seconds = self.timeouts.step_of(job)
+        return {STEP_TIMEOUT_TAG: f"{seconds:g}" if seconds else "0"}
 
     def lock(self, name: str) -> str:
         return f"{self.name}:{name}"

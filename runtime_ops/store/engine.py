@@ -30,9 +30,21 @@ def engine_for(url: str) -> Engine:
         return engine
 
 
+def statement_timeout_ms() -> int:
+    """RUNTIME_OPS_DB_STATEMENT_TIMEOUT in milliseconds (0: none): PostgreSQL cancels a statement that runs, or
+    waits on a lock, for longer. Schema migrations run without it (`unbounded`)."""
+    from runtime_ops.settings import get_settings
+
+    timeout = get_settings().statement_timeout
+    return round(timeout.total_seconds() * 1000) if timeout else 0
+
+
 def _create(url: str) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+        # Every state-store statement is short; one that hangs (a lock held by a stuck process, a runaway
+        # query) is cancelled by the server instead of holding a step or an API request for ever.
+        options = f"-c statement_timeout={statement_timeout_ms()}"
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args={"options": options})
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     # Sensors, runs and the CLI are separate processes: wait for the writer instead of failing.
@@ -74,3 +86,10 @@ def upsert(table: Table, dialect: Connection | Engine | str) -> Any:
     from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
     return sqlite_insert(table)
+
+
+def unbounded(conn: Connection) -> None:
+    """Lift the statement timeout for the rest of the connection's current transaction (PostgreSQL: schema
+    migrations and the wait for their lock); it holds again from the next transaction on."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine, text
 
+from runtime_ops.store.engine import unbounded
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _PG_LOCK_KEY = 0x72756E6F7073  # "runops": one advisory lock id for schema migrations
 
@@ -44,7 +46,8 @@ def current_revision(engine: Engine) -> str | None:
 def _migration_lock(engine: Engine) -> Iterator[None]:
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})
+            unbounded(conn)  # the transaction this connection holds until the lock is released
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})  # waits out another migration
             try:
                 yield
             finally:
@@ -80,6 +83,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
             try:
                 with conn.begin():
+                    unbounded(conn)
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, revision)
                     if sqlite:
