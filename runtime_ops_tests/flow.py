@@ -12,7 +12,7 @@ import dagster as dg
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import load_settings
 
-PROCESS_WIDE = {"automation_sensor"}
+PROCESS_WIDE = {"automation_sensor", "run_recovery_sensor"}
 
 
 @dataclass

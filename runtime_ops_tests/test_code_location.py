@@ -123,6 +123,7 @@ def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> No
     assert {j["name"] for j in defs["jobs"]} >= {f"demo__{j}" for j in jobs.split()}
     assert {s["name"] for s in defs["sensors"]} == {
         "automation_sensor",
+        "run_recovery_sensor",
         *(f"demo__{s}" for s in ("landing_sensor", "corpus_sensor", "approvals_sensor", "alert_sensor")),
     }
     assert {s["name"] for s in defs["schedules"]} == {"demo__retrain_schedule", "demo__regression_schedule"}
