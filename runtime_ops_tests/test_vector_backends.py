@@ -152,6 +152,46 @@ def test_recall_at_10_through_the_ann_index(store: VectorStore, monkeypatch: pyt
         assert isinstance(index, pgvector.PgVectorIndex) and index.has_ann_index()
 
 
+def test_pgvector_calibrates_ef_search_on_its_own_data_and_searches_with_it(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HNSW graph's ef_search is the smallest of the ladder that reaches the recall target on queries near
+    its own rows (measured against exact search when the graph is built); searches use it, a graph grown past
+    RECALIBRATE_GROWTH is calibrated again, and dropping the index forgets it."""
+    from runtime_ops.vectors import pgvector
+
+    monkeypatch.setattr(pgvector, "EXACT_MAX_ROWS", 1000)
+    store = open_vector_store(pgvector_url)
+    try:
+        index = store.open(IndexName("tuned", 1), DIM, create=True)
+        assert isinstance(index, pgvector.PgVectorIndex)
+        rows = unit_rows(6000, seed=11)
+        index.upsert(list(range(1, 6001)), [i // 7 for i in range(1, 6001)], rows)
+        assert index.tuning() is None
+        index.optimize()
+        tuned = index.tuning()
+        assert tuned is not None and tuned["ef_search"] in pgvector.EF_LADDER and tuned["rows"] == 6000
+        assert tuned["recall"] >= pgvector.RECALL_TARGET or tuned["ef_search"] == pgvector.EF_LADDER[-1]
+        with store.raw() as cur:  # what a search arms
+            assert index._plan(cur) == (6000, tuned["ef_search"])  # pyright: ignore[reportPrivateUsage]
+
+        # A stricter target than the ladder's first step can meet picks a larger ef_search.
+        strict = index.calibrate(target=1.01)
+        assert strict["ef_search"] == pgvector.EF_LADDER[-1] and strict["recall"] <= 1.0
+
+        more = unit_rows(2000, seed=12)
+        index.upsert(list(range(6001, 8001)), [i // 7 for i in range(6001, 8001)], more)
+        index.optimize()  # folds the delta into the graph: 8000 rows, a third more than calibrated
+        again = index.tuning()
+        assert again is not None and again["rows"] == 8000 and again["calibrated_at"] > tuned["calibrated_at"]
+        assert store.drop(IndexName("tuned", 1))
+        with store.raw() as cur:
+            cur.execute(f"SELECT count(*) FROM {pgvector.TUNING}")
+            assert cur.fetchone()[0] == 0
+    finally:
+        store.close()
+
+
 def test_writes_after_the_ann_index_is_built_are_searchable_at_once(
     store: VectorStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ merged), and `optimize()` folds the delta into the graph off the path that makes
 from __future__ import annotations
 
 import io
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,8 +38,19 @@ SCHEMA = "runtime_ops_vectors"
 # query API), larger ones through HNSW. Queries far from every cluster make HNSW's recall@10 drop to ~0.7 at
 # pgvector's default ef_search.
 EXACT_MAX_ROWS = 20_000
-# HNSW candidates per search (pgvector's default is 40).
-EF_SEARCH_MIN = 400
+# HNSW candidates per search (`hnsw.ef_search`; pgvector's default is 40). The recall an ef_search buys depends on
+# the data: at 100k real lsa vectors ef_search 200 reached recall@10 0.95 and 40 only 0.84, while at 1M rows (the
+# same vectors plus 900k near-duplicates) 40 already reached 0.995 where 400 cost 57 ms a query. So each graph is
+# calibrated when it is built: CALIBRATION_QUERIES sampled rows, moved by noise of norm CALIBRATION_NOISE (queries
+# near the data), are answered exactly (a sequential scan) and through the graph at each EF_LADDER step; the
+# smallest ef_search reaching RECALL_TARGET is kept with the index (`index_tuning`) and used by every search.
+EF_LADDER = (40, 64, 100, 150, 200, 300, 400, 600, 800)
+EF_SEARCH_UNCALIBRATED = 400  # an index built before calibration existed
+RECALL_TARGET = 0.97
+CALIBRATION_QUERIES = 40
+CALIBRATION_NOISE = 0.3
+RECALIBRATE_GROWTH = 0.2  # calibrate again when optimize() finds the graph's table this much larger
+TUNING = f"{SCHEMA}.index_tuning"
 # The HNSW graph is built by `optimize()` once the table holds EXACT_MAX_ROWS rows, in one CREATE INDEX after the
 # bulk load: measured here at 384 dimensions, building over 20k rows took 5 s (4,000 rows/s) where inserting the
 # same rows into an existing graph ran at ~400 rows/s. Graph quality, measured on 100k lsa vectors (128
@@ -132,10 +144,11 @@ class PgVectorIndex(VectorIndex):
             raise ValueError(f"k must be at least 1, got {k}")
         out: list[list[Hit]] = []
         with self._store.raw() as cur:
-            if self._estimated_rows(cur) < EXACT_MAX_ROWS:
+            rows, ef = self._plan(cur)
+            if rows < EXACT_MAX_ROWS:
                 cur.execute("SET LOCAL enable_indexscan = off")
             else:
-                cur.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH_MIN, 4 * k)}")
+                cur.execute(f"SET LOCAL hnsw.ef_search = {max(ef or EF_SEARCH_UNCALIBRATED, 2 * k)}")
             # Zero vectors have no cosine distance (NaN): HNSW leaves them out, the exact scan's are filtered here.
             for q in matrix:
                 if not np.any(q):
@@ -156,6 +169,73 @@ class PgVectorIndex(VectorIndex):
 
     def _estimated_rows(self, cur: Any) -> int:
         return _estimated_rows(cur, self._qualified)
+
+    def _plan(self, cur: Any) -> tuple[int, int | None]:
+        """(the graph table's row estimate, its calibrated ef_search or None) in one round trip."""
+        cur.execute(
+            f"SELECT greatest(c.reltuples, 0)::bigint, (SELECT t.ef_search FROM {TUNING} t WHERE t.table_name = %s) "
+            "FROM pg_class c WHERE c.oid = %s::regclass",
+            (self.name.table, self._qualified),
+        )
+        row = cur.fetchone()
+        return (int(row[0]), row[1]) if row else (0, None)
+
+    def tuning(self) -> dict[str, Any] | None:
+        """The graph's calibration: ef_search, the recall@10 it reached, rows then, when."""
+        with self._store.raw() as cur:
+            cur.execute(
+                f"SELECT ef_search, recall, n_rows, calibrated_at FROM {TUNING} WHERE table_name = %s",
+                (self.name.table,),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return {"ef_search": row[0], "recall": row[1], "rows": row[2], "calibrated_at": row[3]}
+
+    def calibrate(self, *, target: float = RECALL_TARGET, seed: int = 0) -> dict[str, Any]:
+        """Measure recall@10 against exact search at each ef_search of EF_LADDER on queries near the data, and
+        keep the smallest that reaches `target` (else the largest). Needs the graph (`optimize()` calls it)."""
+        k = 10
+        rng = np.random.default_rng(seed)
+        with self._store.raw() as cur:
+            rows = _estimated_rows(cur, self._qualified)
+            fraction = min(100.0, max(0.01, 100.0 * 20 * CALIBRATION_QUERIES / max(rows, 1)))
+            cur.execute(
+                f"SELECT embedding::text FROM {self._qualified} TABLESAMPLE SYSTEM (%s) REPEATABLE (%s) LIMIT %s",
+                (fraction, seed, CALIBRATION_QUERIES),
+            )
+            sample = np.array([np.array(json.loads(r[0]), dtype=np.float32) for r in cur.fetchall()])
+        if len(sample) == 0:
+            raise VectorStoreError(f"cannot calibrate {self.name.table}: it has no rows")
+        noise = rng.normal(scale=CALIBRATION_NOISE / np.sqrt(self.dim), size=sample.shape)
+        queries = sample / np.maximum(np.linalg.norm(sample, axis=1, keepdims=True), 1e-12) + noise
+        queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+        top = f"SELECT chunk_id FROM {self._qualified} ORDER BY embedding <=> %s::vector LIMIT {k}"
+        with self._store.raw() as cur:
+            cur.execute("SET LOCAL enable_indexscan = off")  # the exact answers: a sequential scan
+            exact = []
+            for q in queries:
+                cur.execute(top, (_literal(q),))
+                exact.append({int(r[0]) for r in cur.fetchall()})
+        chosen, reached = EF_LADDER[-1], 0.0
+        with self._store.raw() as cur:
+            for ef in EF_LADDER:
+                cur.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                hits = 0
+                for q, want in zip(queries, exact, strict=True):
+                    cur.execute(top, (_literal(q),))
+                    hits += len({int(r[0]) for r in cur.fetchall()} & want)
+                reached = hits / (k * len(queries))
+                if reached >= target:
+                    chosen = ef
+                    break
+            cur.execute(
+                f"INSERT INTO {TUNING} (table_name, ef_search, recall, n_rows, calibrated_at) "
+                "VALUES (%s, %s, %s, %s, now()) ON CONFLICT (table_name) DO UPDATE SET ef_search = EXCLUDED.ef_search, "
+                "recall = EXCLUDED.recall, n_rows = EXCLUDED.n_rows, calibrated_at = EXCLUDED.calibrated_at",
+                (self.name.table, chosen, reached, rows),
+            )
+        return {"ef_search": chosen, "recall": reached, "rows": rows}
 
     def count(self) -> int:
         with self._store.raw() as cur:
@@ -193,7 +273,12 @@ class PgVectorIndex(VectorIndex):
             cur.execute(f"VACUUM (ANALYZE) {self._qualified}")
             cur.execute(f"VACUUM (ANALYZE) {self._delta}")
         rows = self._store.estimated_rows(self._qualified)
-        if rows < EXACT_MAX_ROWS or self.has_ann_index():
+        if rows < EXACT_MAX_ROWS:
+            return
+        if self.has_ann_index():
+            tuned = self.tuning()
+            if tuned is None or rows >= tuned["rows"] * (1 + RECALIBRATE_GROWTH):
+                self.calibrate()
             return
         with self._store.raw() as cur:
             cur.execute(f"SET LOCAL maintenance_work_mem = '{build_memory_mb(rows, self.dim)}MB'")
@@ -201,6 +286,7 @@ class PgVectorIndex(VectorIndex):
                 f'CREATE INDEX IF NOT EXISTS "{self.name.table}_hnsw" ON {self._qualified} '
                 f"USING hnsw (embedding vector_cosine_ops) {HNSW_BUILD}"
             )
+        self.calibrate()
 
 
 def _has_graph(cur: Any, name: IndexName) -> bool:
@@ -277,6 +363,13 @@ class PgVectorStore(VectorStore):
                     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('runtime_ops_vectors'))"))
                     conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
                     conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
+                    conn.execute(
+                        text(
+                            f"CREATE TABLE IF NOT EXISTS {TUNING} (table_name text PRIMARY KEY, "
+                            "ef_search integer NOT NULL, recall real NOT NULL, n_rows bigint NOT NULL, "
+                            "calibrated_at timestamptz NOT NULL)"
+                        )
+                    )
             except ProgrammingError as exc:
                 raise VectorStoreError(
                     f"pgvector store {self.describe()}: cannot enable the vector extension ({exc.orig}); "
@@ -329,11 +422,14 @@ class PgVectorStore(VectorStore):
             if self._dim_of(cur, name) is None:
                 return False
             cur.execute(f'DROP TABLE IF EXISTS {SCHEMA}."{name.table}", {SCHEMA}."{_delta_table(name)}"')
+            cur.execute(f"DELETE FROM {TUNING} WHERE table_name = %s", (name.table,))
             return True
 
     def names(self, pipeline: str | None = None) -> list[IndexName]:
         with self.raw() as cur:
-            cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (SCHEMA,))
+            cur.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'index_tuning'", (SCHEMA,)
+            )
             found = [n for (t,) in cur.fetchall() if (n := IndexName.from_table(t)) is not None]
         return sorted(n for n in found if pipeline is None or n.pipeline == pipeline)
 
