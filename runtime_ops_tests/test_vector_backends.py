@@ -162,6 +162,7 @@ def test_pgvector_calibrates_ef_search_on_its_own_data_and_searches_with_it(
 
     monkeypatch.setattr(pgvector, "EXACT_MAX_ROWS", 1000)
     store = open_vector_store(pgvector_url)
+    assert isinstance(store, pgvector.PgVectorStore)
     try:
         index = store.open(IndexName("tuned", 1), DIM, create=True)
         assert isinstance(index, pgvector.PgVectorIndex)

@@ -4,7 +4,7 @@
 |---|---|
 | `POST /slack/interactions` | `routes/slack.py` |
 | `GET/POST /approvals/{token}` | `routes/approval_pages.py` |
-| `GET /api/approvals`, `POST /api/approvals/{id}/approve\|reject` | `routes/approvals.py` |
+| `GET /api/approvals`, `POST /api/approvals/{id}/approve`, `.../reject` | `routes/approvals.py` |
 | `POST /alerts/alertmanager`, `GET /api/alerts` | `routes/alerts.py` |
 | `POST /webhooks/landing` | `routes/landing.py` |
 | `GET /metrics` | `routes/metrics.py` |

@@ -17,7 +17,7 @@ from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
-from runtime_ops.timeouts import DeadlineExceeded, deadline
+from runtime_ops.timeouts import Deadline, DeadlineExceeded, deadline
 
 # A progress line per interval, not per N documents: each one is an event-log write (see runtime_ops.progress).
 _PROGRESS_SECONDS = 10.0
@@ -53,6 +53,7 @@ def parse_batch(
     for i, doc in enumerate(todo, 1):
         ref = ObjectRef(key=doc["key"], version=doc["version"], size=doc["size"], last_modified=doc["last_modified"])
         failpoint("documents.parse")  # before each document: a fault test widens an ingest run here
+        bound: Deadline | None = None
         try:
             data = source.read(ref)
             with deadline(parse_timeout_s, f"parsing {doc['key']}") as bound:
