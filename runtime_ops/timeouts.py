@@ -25,6 +25,7 @@ class Deadline:
     seconds: float
     due: float = field(default=0.0)
     armed: bool = True
+    raised_at: float | None = None
 
 
 class DeadlineExceeded(TimeoutError):
@@ -47,6 +48,7 @@ class _Interrupt(BaseException):
 
 
 _active: list[Deadline] = []
+REFIRE_S = 0.1
 
 
 def _human(seconds: float) -> str:
@@ -62,7 +64,9 @@ def _arm() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         return
     left = min(d.due for d in _active) - time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
+    # Periodic from the first due time on: an interrupt raised where Python cannot propagate it (inside a
+    # weakref callback or a __del__ run by the garbage collector, which report it as "ignored") is raised again.
+    signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), REFIRE_S)
 
 
 def _fire(signum: int, frame: FrameType | None) -> None:
@@ -72,7 +76,20 @@ def _fire(signum: int, frame: FrameType | None) -> None:
         _arm()  # woke early (a re-arm raced the clock): wait for the rest
         return
     # The outermost due deadline wins: its block is the one that must stop.
-    raise _Interrupt(due[0])
+    target = due[0]
+    if target.raised_at is not None and now - target.raised_at < REFIRE_S / 2:
+        return  # just raised: it is on its way out of the block
+    target.raised_at = now
+    raise _Interrupt(target)
+
+
+@contextmanager
+def _alarm_blocked() -> Iterator[None]:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
 
 
 @contextmanager
@@ -83,12 +100,13 @@ def deadline(seconds: float | None, what: str) -> Iterator[Deadline]:
         entry.armed = False
         yield entry
         return
-    previous = signal.getsignal(signal.SIGALRM) if not _active else None
-    if not _active:
-        signal.signal(signal.SIGALRM, _fire)
-    entry.due = time.monotonic() + seconds
-    _active.append(entry)
-    _arm()
+    with _alarm_blocked():
+        previous = signal.getsignal(signal.SIGALRM) if not _active else None
+        if not _active:
+            signal.signal(signal.SIGALRM, _fire)
+        entry.due = time.monotonic() + seconds
+        _active.append(entry)
+        _arm()
     try:
         yield entry
     except _Interrupt as interrupt:
@@ -96,9 +114,12 @@ def deadline(seconds: float | None, what: str) -> Iterator[Deadline]:
             raise  # an outer deadline's: it passes through to its own block
         raise DeadlineExceeded(entry) from None
     finally:
-        _active.remove(entry)
-        if _active:
-            _arm()
-        else:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+        # No alarm between leaving the list and re-arming for the deadlines still open (one that arrives is held
+        # and handled on unblocking, against the remaining deadlines).
+        with _alarm_blocked():
+            _active.remove(entry)
+            if _active:
+                _arm()
+            else:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)

@@ -63,3 +63,17 @@ def test_no_timeout_means_unbounded() -> None:
     with deadline(None, "forever") as d:
         _spin(0.05)
     assert not d.armed
+
+
+def test_an_interrupt_lost_where_python_cannot_raise_it_is_raised_again() -> None:
+    """A signal handled inside a weakref callback or `__del__` is reported as ignored, not raised: the block must
+    still end (the timer fires again until it does)."""
+    lost: list[BaseException] = []
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded), deadline(0.1, "a parse"):
+        try:
+            _spin(5)
+        except BaseException as exc:  # what the garbage collector's callback does with it
+            lost.append(exc)
+        _spin(5)
+    assert len(lost) == 1 and time.monotonic() - started < 2
