@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +158,15 @@ def topology(postgres_server, _dagster_template, tmp_path):  # type: ignore[no-u
     yield make
     for topo in made:
         topo.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault tests' recovery times, gathered from every worker's reports."""
+    from runtime_ops_tests.recovery_report import summary_lines
+
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    lines = summary_lines(reports)
+    if lines:
+        terminalreporter.section("recovery times")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -28,6 +28,7 @@ from dagster._core.storage.tags import AUTOMATION_CONDITION_TAG
 from runtime_ops.demo import CORPUS_DIR, copy_corpus
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.recovery_report import report_recovery
 from runtime_ops_tests.servers import free_port
 from runtime_ops_tests.topology import wait_for
 
@@ -118,8 +119,7 @@ def _finished_group(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun 
 
 
 def _report(capsys: pytest.CaptureFixture[str], phase: str, seconds: float) -> None:
-    with capsys.disabled():
-        print(f"\nrecovery: {phase}: {seconds:.1f} s", flush=True)
+    report_recovery(capsys, phase, seconds)
 
 
 def _serving(store: Any) -> bool:

@@ -32,6 +32,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, pending_candidate
+from runtime_ops_tests.recovery_report import report_recovery
 from runtime_ops_tests.topology import REPO_ROOT, Topology, wait_for
 
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
@@ -49,9 +50,8 @@ WORDS = [
 
 
 def report(capsys: pytest.CaptureFixture[str], scenario: str, seconds: float) -> None:
-    """Print the recovery time so that it shows in `make test` output whether or not pytest captures."""
-    with capsys.disabled():
-        print(f"\nrecovery: {scenario}: {seconds:.1f} s", flush=True)
+    """Print the recovery time (and list it in `make test`'s summary)."""
+    report_recovery(capsys, scenario, seconds)
 
 
 def write_bulk(landing: Path, n_files: int, chars: int, seed: int = 0, folder: str = "bulk") -> list[str]:

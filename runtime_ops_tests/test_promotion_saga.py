@@ -13,6 +13,7 @@ import pytest
 from runtime_ops.cli import main as cli
 from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.recovery_report import report_recovery
 
 
 def _registry(store) -> dict:  # type: ignore[no-untyped-def]
@@ -54,7 +55,7 @@ def test_a_failure_at_each_step_leaves_the_registry_as_before(approved, monkeypa
 
 
 @pytest.mark.parametrize("how", ["finish", "compensate"])
-def test_a_crash_between_steps_is_finished_or_compensated_by_the_next_run(approved, how) -> None:  # type: ignore[no-untyped-def]
+def test_a_crash_between_steps_is_finished_or_compensated_by_the_next_run(approved, how, capsys) -> None:  # type: ignore[no-untyped-def]
     store, pending, _ = approved
     before = _registry(store)
     crashed = subprocess.run(
@@ -81,7 +82,7 @@ def test_a_crash_between_steps_is_finished_or_compensated_by_the_next_run(approv
         assert _registry(store) == before
         assert store.sagas.load_saga(f"promote-{pending['id']}")["status"] == "compensated"
     # The dead holder's lease must run out first (LOCK_TTL_MS): that is the recovery time.
-    print(f"\nrecovery after a crash mid-promotion ({how}): {time.monotonic() - started:.1f} s")
+    report_recovery(capsys, f"a crash mid-promotion, then `runtime-ops promote` ({how})", time.monotonic() - started)
 
 
 def test_the_promotion_run_uses_the_saga_and_downstream_reuses_its_index(approved) -> None:  # type: ignore[no-untyped-def]

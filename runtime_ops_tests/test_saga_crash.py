@@ -19,6 +19,7 @@ import pytest
 
 from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.recovery_report import report_recovery
 from runtime_ops_tests.topology import wait_for
 
 APPROVAL_TAG = "runtime_ops/approval_id"
@@ -72,5 +73,4 @@ def test_sigkill_inside_each_promotion_saga_step_is_resumed_by_a_retry(
     assert len([r for r in store.audit_log.records(rid) if r["event"] == "promoted"]) == 1
     assert store.audit_log.verify().ok
     topo.assert_running()
-    with capsys.disabled():
-        print(f"\nrecovery: SIGKILL of the promotion worker inside saga step {step}: {recovered:.1f} s", flush=True)
+    report_recovery(capsys, f"SIGKILL of the promotion worker inside saga step {step}", recovered)
