@@ -15,7 +15,9 @@ PROPERTY = "recovery"
 
 def report_recovery(capsys: pytest.CaptureFixture[str], scenario: str, seconds: float) -> None:
     line = f"{scenario}: {seconds:.1f} s"
-    capsys.request.node.user_properties.append((PROPERTY, line))
+    item = capsys.request.node
+    assert isinstance(item, pytest.Item), "report_recovery is called from a test"
+    item.user_properties.append((PROPERTY, line))
     with capsys.disabled():
         print(f"\nrecovery: {line}", flush=True)
 
