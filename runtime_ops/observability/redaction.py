@@ -78,7 +78,9 @@ class Redactor:
         self._lock = threading.Lock()
         self._cache_key: tuple[int, frozenset[str]] | None = None
         self._values: tuple[str, ...] = ()
-        self._checked_ident = 0
+        # The settings object the cache was checked against, held (not its id: a new object may reuse a freed
+        # one's id, and the cache would then keep the old secrets).
+        self._checked_settings: object = None
         self._checked_until = 0.0
 
     def register(self, *values: str | None) -> None:
@@ -124,9 +126,14 @@ class Redactor:
         # Re-read at most every second for the same settings object: a stat() and a settings walk per record
         # would cost more than the rest of the line.
         now = time.monotonic()
-        ident = self._current_settings_id()
+        current = self._current_settings()
         with self._lock:
-            if self._cache_key is not None and ident == self._checked_ident and now < self._checked_until:
+            if (
+                self._cache_key is not None
+                and current is not None
+                and current is self._checked_settings
+                and now < self._checked_until
+            ):
                 return self._values
         ident, found = self._settings_values()
         key = (ident, frozenset(found))
@@ -136,17 +143,17 @@ class Redactor:
                 # Longest first, so a secret containing another is replaced whole.
                 self._values = tuple(sorted(found_all, key=len, reverse=True))
                 self._cache_key = key
-            self._checked_ident, self._checked_until = ident, now + 1.0
+            self._checked_settings, self._checked_until = current, now + 1.0
             return self._values
 
     @staticmethod
-    def _current_settings_id() -> int:
+    def _current_settings() -> object:
         try:
             from runtime_ops.settings import get_settings
 
-            return id(get_settings())
+            return get_settings()
         except Exception:
-            return 0
+            return None
 
     def text(self, text: str, values: Iterable[str] | None = None) -> str:
         for value in self.values() if values is None else values:

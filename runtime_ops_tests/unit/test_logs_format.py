@@ -173,3 +173,21 @@ def test_configure_logging_replaces_its_handler_instead_of_adding_one() -> None:
     assert len(ours) == 1 and isinstance(ours[0].formatter, logs.ConsoleFormatter)
     logs.configure_logging(fmt="json")
     assert len(before) <= 1
+
+
+def test_new_settings_bring_their_secrets_at_once_even_when_python_reuses_the_old_objects_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The redaction cache is checked against the settings object itself: a fresh settings object allocated where
+    the freed one lived (same id) must not be served the old secrets."""
+    from runtime_ops.observability.redaction import REDACTOR
+
+    for i in range(30):
+        secret = f"rotated-signing-secret-{i:04d}-abcdef"
+        monkeypatch.setenv("SLACK_SIGNING_SECRET", secret)
+        monkeypatch.setenv("SLACK_BOT_TOKEN", f"xoxb-rotated-{i:04d}-0123456789")
+        monkeypatch.setenv("SLACK_APPROVAL_CHANNEL", "C1")
+        get_settings.cache_clear()
+        get_settings()
+        assert secret in REDACTOR.values(), f"round {i}: the new secret is not redacted yet"
+    get_settings.cache_clear()
