@@ -227,7 +227,6 @@ _CONTEXT_TYPES = (dg.AssetExecutionContext, dg.AssetCheckExecutionContext, dg.Op
 
 def step_timeout(context: Any) -> float | None:
     """Seconds the step may take: its run's STEP_TIMEOUT_TAG (set per job), else RUNTIME_OPS_STEP_TIMEOUT."""
-    context = context or _current_context()
     tag = context.run.tags.get(STEP_TIMEOUT_TAG)
     if tag is not None:
         seconds = float(tag)
@@ -236,23 +235,21 @@ def step_timeout(context: Any) -> float | None:
     return default.total_seconds() if default else None
 
 
-def step_key(context: Any) -> str:
-    context = context or _current_context()
-    return str(context.get_step_execution_context().step.key)
-
-
 def observed(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`observe_step` around a whole asset / check / op function, keeping its signature (Dagster reads the
-    wrapped function's parameters and annotations through `functools.wraps`). Put it under `@dg.asset`."""
+    wrapped function's parameters and annotations through `functools.wraps`), bounded by the step timeout. Put it
+    under `@dg.asset`."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        context = next((a for a in (*args, *kwargs.values()) if isinstance(a, _CONTEXT_TYPES)), None)
+        found = next((a for a in (*args, *kwargs.values()) if isinstance(a, _CONTEXT_TYPES)), None)
+        context = found or _current_context()
         with observe_step(context):
             seconds = step_timeout(context)
-            with deadline(seconds, f"step {step_key(context)}") as bound:
+            key = context.get_step_execution_context().step.key
+            with deadline(seconds, f"step {key}") as bound:
                 if seconds and not bound.armed:
-                    (context or _current_context()).log.warning(
+                    context.log.warning(
                         f"step timeout of {seconds:g} s not enforced: the step does not run on its process's main "
                         "thread"
                     )
