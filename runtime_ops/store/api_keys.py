@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from runtime_ops.store import schema as t
@@ -27,6 +27,7 @@ from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository
 
 _K = t.api_keys
+_BY_KEY_ID = select(_K).where(_K.c.key_id == bindparam("key_id"))  # built once: every API request reads it
 
 # Every scope a key can carry. `admin` grants all the others.
 SCOPES = ("read", "decide", "search", "admin")
@@ -173,22 +174,24 @@ class ApiKeys(Repository):
         if m is None:
             hmac.compare_digest(digest, _NO_DIGEST)
             return None
-        with self.tx() as conn:
-            row = conn.execute(select(_K).where(_K.c.key_id == m[1])).mappings().first()
-            matches = hmac.compare_digest(digest, row["secret_hash"] if row is not None else _NO_DIGEST)
-            if row is None or not matches or row["revoked_at"] is not None:
-                return None
-            found = _api_key(row)
-            now = now or utcnow()
-            stale = now - LAST_USED_EVERY
-            if found.last_used_at is None or found.last_used_at <= stale:
+        # A standalone read: the write below is rare (once a minute a key) and guarded on its own.
+        rows = self.fetch(_BY_KEY_ID, {"key_id": m[1]})
+        row = rows[0]._mapping if rows else None
+        matches = hmac.compare_digest(digest, row["secret_hash"] if row is not None else _NO_DIGEST)
+        if row is None or not matches or row["revoked_at"] is not None:
+            return None
+        found = _api_key(row)
+        now = now or utcnow()
+        stale = now - LAST_USED_EVERY
+        if found.last_used_at is None or found.last_used_at <= stale:
+            with self.tx() as conn:  # guarded: of concurrent requests one writes, none regresses it
                 conn.execute(
                     update(_K)
                     .where(and_(_K.c.id == row["id"], or_(_K.c.last_used_at.is_(None), _K.c.last_used_at <= stale)))
                     .values(last_used_at=now)
                 )
-                found = _api_key({**row, "last_used_at": now})
-            return found
+            found = _api_key({**row, "last_used_at": now})
+        return found
 
     def get(self, key_id: str) -> ApiKey | None:
         """The key named by `key_id` (a key id, its 8 hex digits or a whole key), revoked or not."""

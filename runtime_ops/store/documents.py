@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
@@ -16,6 +16,13 @@ from runtime_ops.store.scope import Repository, row_dict
 
 _D, _C = t.documents, t.chunks
 _LISTED = [c for c in _D.c if c.name != "text"]
+# Built once: every search request reads its hits' texts, and building the statement costs more than running it.
+_TEXTS_ANY = (
+    select(_C.c.id, _D.c.key, _D.c.title, _C.c.text)
+    .join(_D, _D.c.id == _C.c.document_id)
+    .where(_C.c.id.in_(bindparam("ids", expanding=True)))
+)
+_TEXTS = _TEXTS_ANY.where(_D.c.pipeline == bindparam("pipeline"))
 
 
 class Documents(Repository):
@@ -173,10 +180,8 @@ class Documents(Repository):
         """chunk id -> (document key, document title, chunk text), for the scope's chunks among `chunk_ids`."""
         if not chunk_ids:
             return {}
-        with self.tx() as conn:
-            rows = conn.execute(
-                select(_C.c.id, _D.c.key, _D.c.title, _C.c.text)
-                .join(_D, _D.c.id == _C.c.document_id)
-                .where(and_(_C.c.id.in_(list(chunk_ids)), self.owned(_D)))
-            )
-            return {r.id: (r.key, r.title or r.key, r.text) for r in rows}
+        if self.pipeline is None:
+            rows = self.fetch(_TEXTS_ANY, {"ids": list(chunk_ids)})
+        else:
+            rows = self.fetch(_TEXTS, {"ids": list(chunk_ids), "pipeline": self.pipeline})
+        return {r.id: (r.key, r.title or r.key, r.text) for r in rows}

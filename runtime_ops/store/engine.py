@@ -10,10 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Table, create_engine, event
-from sqlalchemy.engine import Connection
+from sqlalchemy import Engine, Executable, Table, create_engine, event
+from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import DBAPIError
 
 _ENGINES: dict[str, Engine] = {}
+_READERS: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -28,6 +30,23 @@ def engine_for(url: str) -> Engine:
         if engine is None:
             engine = _ENGINES[url] = _create(url)
         return engine
+
+
+def reader_for(engine: Engine) -> Engine:
+    """The engine `fetch()` reads `engine`'s database with. PostgreSQL: an AUTOCOMMIT engine with its own small
+    pool and no pre-ping, so a standalone read is one round trip instead of four (ping, BEGIN, the query,
+    COMMIT): every `/api/search` reads its key, its alias and its texts. SQLite: the engine itself."""
+    if engine.dialect.name != "postgresql":
+        return engine
+    url = engine.url.render_as_string(hide_password=False)
+    with _ENGINES_LOCK:
+        reader = _READERS.get(url)
+        if reader is None:
+            options = f"-c statement_timeout={statement_timeout_ms()}"
+            reader = _READERS[url] = create_engine(
+                url, isolation_level="AUTOCOMMIT", pool_size=5, max_overflow=20, connect_args={"options": options}
+            )
+        return reader
 
 
 def statement_timeout_ms() -> int:
@@ -63,7 +82,8 @@ def _create(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if not conn.get_execution_options().get(_READ_ONLY):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
@@ -73,6 +93,25 @@ def tx(engine: Engine) -> Iterator[Connection]:
     """One transaction: committed when the block ends, rolled back when it raises."""
     with engine.begin() as conn:
         yield conn
+
+
+_READ_ONLY = "runtime_ops_read_only"
+
+
+def fetch(engine: Engine, statement: Executable, params: dict[str, Any] | None = None) -> list[Row[Any]]:
+    """The rows of one read statement that stands alone: no transaction around it (no lock, no BEGIN/COMMIT
+    round trips). A connection the database dropped (a restart) is noticed by the statement itself instead of
+    a ping before every read; the read then runs once more on a fresh connection. Reads that must see one
+    snapshot, and every write, use `tx()`."""
+    for attempt in (1, 2):
+        try:
+            with reader_for(engine).connect() as conn:
+                conn.execution_options(**{_READ_ONLY: True})
+                return list(conn.execute(statement, params or {}))
+        except DBAPIError as exc:
+            if attempt == 2 or not exc.connection_invalidated:
+                raise
+    raise AssertionError("unreachable")
 
 
 def upsert(table: Table, dialect: Connection | Engine | str) -> Any:

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, bindparam, insert, select, update
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository, row_dict
 
 _I = t.retrieval_indexes
+_A = t.aliases
+# Built once: every search request reads it, and building the statement costs more than running it.
+_SERVING = (
+    select(_I)
+    .select_from(_A.join(_I, and_(_A.c.target == _I.c.id, _A.c.pipeline == _I.c.pipeline)))
+    .where(and_(_A.c.pipeline == bindparam("pipeline"), _A.c.name == "retrieval_index"))
+)
 
 FILLING, READY, DROPPED = "filling", "ready", "dropped"
 
@@ -98,9 +105,5 @@ class Indexes(Repository):
 
     def current_index(self) -> dict[str, Any] | None:
         """The index the scope's `retrieval_index` alias points at (one query: every search request asks)."""
-        al = t.aliases
-        pipeline = self.owner("read the serving index")
-        on = and_(al.c.target == _I.c.id, al.c.pipeline == _I.c.pipeline)
-        cond = and_(al.c.pipeline == pipeline, al.c.name == "retrieval_index")
-        with self.tx() as conn:
-            return row_dict(conn.execute(select(_I).select_from(al.join(_I, on)).where(cond)).first())
+        rows = self.fetch(_SERVING, {"pipeline": self.owner("read the serving index")})
+        return dict(rows[0]._mapping) if rows else None

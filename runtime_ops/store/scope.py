@@ -12,10 +12,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, Table, true
-from sqlalchemy.engine import Connection
+from sqlalchemy import ColumnElement, Engine, Executable, Table, true
+from sqlalchemy.engine import Connection, Row
 
-from runtime_ops.store.engine import tx
+from runtime_ops.store.engine import fetch, tx
 
 DEFAULT_PIPELINE = "demo"
 
@@ -35,6 +35,10 @@ class Repository:
     def tx(self) -> Iterator[Connection]:
         with tx(self.engine) as conn:
             yield conn
+
+    def fetch(self, statement: Executable, params: dict[str, Any] | None = None) -> list[Row[Any]]:
+        """The rows of one standalone read statement, outside any transaction (`runtime_ops.store.engine.fetch`)."""
+        return fetch(self.engine, statement, params)
 
     def owned(self, table: Table) -> ColumnElement[bool]:
         """The scope's filter on a pipeline-owned table (no filter when unscoped)."""
