@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg2
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import QueuePool
 
 from runtime_ops.store import open_store
 from runtime_ops.store.engine import reader_for
@@ -46,7 +47,8 @@ def test_postgres_reads_survive_a_dropped_connection(postgres_url: str) -> None:
     key = store.api_keys.create("reader", ["search"]).key
     assert store.api_keys.verify(key) is not None
     reader = reader_for(store.engine)
-    assert reader.pool.checkedin() >= 1  # the pooled connection the next read would reuse
+    pool = reader.pool
+    assert isinstance(pool, QueuePool) and pool.checkedin() >= 1  # the pooled connection the next read reuses
 
     # The server ends every session of this database but ours (a restart, a failover, an idle-session reaper).
     url = make_url(postgres_url)
