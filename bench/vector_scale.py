@@ -12,7 +12,8 @@ the test lock ships, state store in the same database) and size N, two fresh int
    then `sync_index` embeds and upserts them: the seconds until they are searchable, and the process's peak
    RSS right after; 200 searches near the data (p50/p99, recall@10 against an exact search over every row);
    100 short query texts through `POST /api/search` of a real ops API (uvicorn, an API key) against the
-   backend's own query of the same texts (embedding included on both sides).
+   backend's own query of the same texts (embedding included on both sides; both warmed on every text, then
+   timed in alternating order: whichever side ran a text second would find its index pages cached).
 
 Rows per backend: the time to make 100 documents searchable per size and its 1M/10k ratio (target <= 1.2), its
 peak RSS ratio 1M/10k (target <= 1.2: memory flat in corpus size), search p99 per size (target <= 20 ms at 1M)
