@@ -39,8 +39,9 @@ def build_jobs(
             config=RUN_LOGGER_CONFIG,
             description="Parse and chunk one landing batch.",
         ),
-        # Train, evaluate, gate and (when the gate passes) promote and re-index, in one run. A failing blocking
-        # check skips production_model and everything after it in this run.
+        # Train, evaluate, gate and (when the gate passes) promote and re-index, in one run. A candidate below
+        # the policy fails meets_policy (blocking: nothing after it runs); one that waits for a person leaves
+        # production_model unmaterialized and the run succeeds (the promotion_job follows the decision).
         train=dg.define_asset_job(
             spec.qualified("train_job"),
             selection=dg.AssetSelection.assets(

@@ -563,3 +563,14 @@ def dagster_instance_on(
         if not pg.running:
             pg.start()
         pg.drop_database(name)
+
+
+def require_binary(tool: str, package: str) -> str:
+    """The path of a system tool the tests run (promtool, docker-compose, ...); a missing one fails the test
+    with the Debian package that provides it (`make test-install` installs them)."""
+    import pytest
+
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} not found: install the Debian package `{package}` (make install does)", pytrace=False)
+    return path

@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from runtime_ops_tests.servers import require_binary
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yaml"
@@ -88,10 +90,7 @@ DOCKER_LAUNCHER_FIELDS_0_29_27 = ("image", "network", "registry", "env_vars", "c
 
 
 def _require(tool: str, package: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"{tool} not found: install the Debian package `{package}` (make install does)", pytrace=False)
-    return path
+    return require_binary(tool, package)
 
 
 def _run(args: list[str], env: Mapping[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -541,6 +540,8 @@ def test_dagster_yaml_makes_a_working_instance_on_postgres_and_s3(docker_instanc
         assert limits["runtime_ops/ingest"] == ({"applyLimitPerUniqueValue": True}, 4)
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         assert instance.run_retries_max_retries == 2
+        # Only runs whose worker died are retried: a refused promotion launched from the UI stays one run.
+        assert instance.run_retries_retry_on_asset_or_op_failure is False
 
         assert isinstance(instance.compute_log_manager, S3ComputeLogManager)
 

@@ -70,7 +70,7 @@ run_launcher:
 run_retries:
   enabled: true
   max_retries: 2
-  retry_on_asset_or_op_failure: true
+  retry_on_asset_or_op_failure: false
 run_monitoring:
   enabled: true
   start_timeout_seconds: 120

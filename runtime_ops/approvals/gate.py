@@ -15,7 +15,12 @@ from runtime_ops.store import StateStore
 
 
 class PromotionRefused(RuntimeError):
-    """Promotion is not allowed for this candidate; the message says why and what to do."""
+    """Promotion is not allowed for this candidate; the message says why and what to do. `status` is the
+    approval request's status when a request decided it (`pending`: a person has not decided yet)."""
+
+    def __init__(self, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -141,5 +146,5 @@ def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tu
         raise PromotionRefused(f"refusing to promote candidate v{version}: {report['verdict']['reason']}")
     outcome = outcome_for(request, report)
     if not outcome.passed:
-        raise PromotionRefused(f"refusing to promote: {outcome.message}")
+        raise PromotionRefused(f"refusing to promote: {outcome.message}", outcome.status)
     return version, request

@@ -136,9 +136,22 @@ class PromotionConfig(dg.Config):
 PROMOTION_RETRY_CAP_S = 30.0
 
 
+def gate_waits_in_this_run(context: dg.AssetExecutionContext, spec: PipelineSpec) -> bool:
+    """Whether this run's own human_approval check found the candidate waiting for a person (a run that asked
+    the gate, like train_job); a run that selected production_model without the check gets a refusal instead."""
+    key = dg.AssetCheckKey(dg.AssetKey(spec.asset_path("evaluation_report")), "human_approval")
+    records = context.instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    if not records or records[0].run_id != context.run_id:
+        return False
+    evaluation = records[0].event.asset_check_evaluation if records[0].event else None
+    return evaluation is not None and not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+
+
 def promote(
     context: dg.AssetExecutionContext, config: PromotionConfig, store: StateStore, locker: Locker, spec: PipelineSpec
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult | None:
+    """The promotion saga; None when this run's gate found the candidate waiting for a person (nothing to do
+    until the decision), a one-line `dg.Failure` when promotion is refused."""
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
     from runtime_ops.locks.base import LockError
     from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
@@ -149,6 +162,14 @@ def promote(
     try:
         version, request = verify_promotion(store, approval_id=approval_id)
     except PromotionRefused as exc:
+        if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
+            production = store.registry.alias("production")
+            context.log.info(
+                f"production stays at v{production}: {str(exc).removeprefix('refusing to promote: ')}. "
+                "The approvals sensor launches the promotion once it is approved."
+            )
+            return None
+        # A refusal is final for this run (a new decision launches a new one): one line, never retried.
         raise dg.Failure(str(exc), allow_retries=False) from None
     previous = store.registry.alias("production")
     vectors = pipeline_vectors(spec)

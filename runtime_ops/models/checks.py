@@ -1,6 +1,6 @@
 """The gate, as blocking asset checks on a pipeline's evaluation_report."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -100,11 +100,35 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         if outcome.request:
             metadata["approval_id"] = outcome.request["id"]
             metadata["candidate_digest"] = outcome.request["candidate_digest"]
+        if outcome.status == "pending" and outcome.request:
+            # Waiting for a person is the gate working, not a failure: a WARN result does not fail the run or
+            # block production_model, which sees the pending request itself and leaves production as it is.
+            metadata.update(pending_metadata(outcome.request))
+            context.log.info(outcome.message)
+            return dg.AssetCheckResult(
+                passed=False,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=f"Pending: {outcome.message}",
+                metadata=metadata,
+            )
         if not outcome.passed:
             context.log.warning(outcome.message)
         return dg.AssetCheckResult(passed=outcome.passed, description=outcome.message, metadata=metadata)
 
     return [meets_policy, human_approval]
+
+
+def pending_metadata(request: dict[str, Any]) -> dict[str, dg.MetadataValue | str]:
+    """What a person looking at a pending human_approval check needs: which request, by when, and how to decide."""
+    from runtime_ops.approvals.gate import decide_command
+
+    out: dict[str, dg.MetadataValue | str] = {
+        # Approvers also got signed links (Slack, or the log without Slack): those decide in one click.
+        "decide": decide_command(request["id"]),
+    }
+    if request.get("expire_at") is not None:
+        out["expires_at"] = dg.MetadataValue.timestamp(request["expire_at"])
+    return out
 
 
 def request_policy(spec: PipelineSpec) -> "RequestPolicy":

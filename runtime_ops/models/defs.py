@@ -1,5 +1,7 @@
 """A pipeline's model assets: the candidate, its evaluation against production, and the `production` alias."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from runtime_ops.models.assets import PromotionConfig, TrainConfig, promote, train_candidate
@@ -58,20 +60,31 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
     def evaluation_report(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
         return evaluate_candidate(context, state.store().scoped(spec.name), spec)
 
+    @observed
+    def promotion_step(
+        context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
+    ) -> dg.MaterializeResult | None:
+        return promote(context, config, state.store().scoped(spec.name), locks.locker(), spec)
+
     @dg.asset(
         key=spec.asset_path("production_model"),
         deps=[evaluation_report],
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "models"},
+        # Not materialized while the candidate waits for a person (the run's human_approval check is pending):
+        # the run succeeds, production and the assets after it stay as they are until the promotion run.
+        output_required=False,
         description="The `production` alias. Promotion re-verifies the decision for the exact candidate digest "
         "itself (so a run that selects this asset without the human_approval check still refuses), then runs as "
-        "a saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure.",
+        "a saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure. "
+        "While the candidate waits for a person, a run that asked the gate leaves production as it is.",
     )
-    @observed
     def production_model(
         context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
-    ) -> dg.MaterializeResult:
-        return promote(context, config, state.store().scoped(spec.name), locks.locker(), spec)
+    ) -> Iterator[dg.MaterializeResult]:
+        result = promotion_step(context, config, state, locks)
+        if result is not None:
+            yield result
 
     return [embedding_model, golden_questions, evaluation_report, production_model]
