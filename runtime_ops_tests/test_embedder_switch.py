@@ -60,7 +60,7 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
     trained = _meta(train, "embedding_model")
     assert trained["kind"] == "openai" and trained["dim"] == DIM
     report = _meta(train, "evaluation_report")
-    assert report["usage/requests"] >= 2 and report["usage/texts"] >= 100, "usage is recorded in the metadata"
+    assert int(report["usage/requests"]) >= 2 and int(report["usage/texts"]) >= 100, "usage is in the metadata"
     assert store.indexes.current_index()["model_version"] == v1
     # Every request carried the key; no batch exceeded the declared size.
     assert server.requests and all(
@@ -113,5 +113,5 @@ def test_a_sentence_transformers_pipeline_serves_offline(env, postgres_url, dags
     assert len(params["weights_digest"]) == 64, "the version is bound to the weights' digest"
     assert _meta(train, "embedding_model")["dim"] == 384
     index = store.indexes.current_index()
-    assert index["model_version"] == version and index["n_chunks"] == _meta(train, "evaluation_report")["chunks"]
+    assert index["model_version"] == version and index["n_chunks"] == int(_meta(train, "evaluation_report")["chunks"])
     assert "acme/product-" in _meta(train, "rag_answers")["answers"]

@@ -73,7 +73,7 @@ def test_approval_through_cli_promotes_and_reindexes(
         if m.materialization.asset_key == dg.AssetKey(["demo", "evaluation_report"])
     ]
     history = cast(str, report.metadata["history"].value).splitlines()  # a markdown value
-    assert history[0] == "| version | recall@5 | ndcg@10 | mrr | verdict |"
+    assert history[0] == "| version | set | recall@5 | ndcg@10 | mrr | verdict |"
     assert history[2].startswith("| v1 (production) |") and history[3].startswith("| **v2** |")
     assert "█" in history[3] and "needs approval" in history[3]
 

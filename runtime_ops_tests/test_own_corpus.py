@@ -38,8 +38,9 @@ def test_own_corpus_without_golden_set_is_promoted_indexed_and_answers(
     assert questions.get("provenance/inverse_cloze", 0) + questions.get("provenance/heading", 0) >= 60
 
     report = _metadata(train, "evaluation_report")
-    assert report["question_set"] == questions["version"]
-    assert report["questions"] >= 60
+    assert report["question_set_version"] == questions["version"]
+    assert report["question_set"] == f"{questions['version'][:12]} ({report['questions']} q)"
+    assert int(report["questions"]) >= 60
     assert report["recall@5"] > 0.6, "generated questions are answerable: the model really retrieves"
     stored = store.evaluations.latest_eval_report()
     assert stored["verdict"]["question_set"] == questions["version"]

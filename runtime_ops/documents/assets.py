@@ -10,6 +10,7 @@ from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.faults import failpoint
 from runtime_ops.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef
+from runtime_ops.markdown import code_span, escape_text, table_row
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.progress import Every
@@ -27,7 +28,7 @@ def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
     if not rows:
         return "No document was quarantined."
     lines = ["| key | code | reason |", "|---|---|---|"]
-    lines += [f"| `{k}` | {c} | {r.replace('|', '/')} |" for k, c, r in rows[:200]]
+    lines += [table_row([code_span(k), escape_text(c), escape_text(r)]) for k, c, r in rows[:200]]
     if len(rows) > 200:
         lines.append(f"| … | | {len(rows) - 200} more |")
     return "\n".join(lines)

@@ -6,6 +6,8 @@ import dagster as dg
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
+from runtime_ops.models.evaluate import quality_metadata
+from runtime_ops.models.history import set_label
 from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -55,8 +57,12 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             return dg.AssetCheckResult(passed=False, description="no evaluation report yet")
         verdict = report["verdict"]
         metadata: dict[str, dg.MetadataValue | str | int] = {
-            "candidate_version": report["candidate_version"],
+            "candidate_version": f"v{report['candidate_version']}",
+            "production_version": f"v{report['production_version']}" if report["production_version"] else "none",
             "reason": verdict["reason"],
+            # The numbers the verdict compared: both models on one question set (production re-scored on it).
+            **quality_metadata(report["candidate_metrics"], "candidate/"),
+            **quality_metadata(report["production_metrics"] or {}, "production/"),
         }
         interval = verdict.get("interval")
         if interval:
@@ -66,7 +72,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
                     "ci_high": dg.MetadataValue.float(float(interval["high"])),
                     "mean_delta": dg.MetadataValue.float(float(interval["mean_delta"])),
                     "confidence": dg.MetadataValue.float(float(interval["confidence"])),
-                    "questions": dg.MetadataValue.int(int(interval["n"])),
+                    "questions": str(int(interval["n"])),
                 }
             )
         if verdict.get("changed_questions"):
@@ -74,7 +80,8 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
                 "\n".join(f"- {line}" for line in changed_lines(verdict["changed_questions"]))
             )
         if verdict.get("question_set"):
-            metadata["question_set"] = verdict["question_set"]
+            questions = report["candidate_metrics"].get("questions")
+            metadata["question_set"] = set_label(verdict["question_set"], int(questions) if questions else None)
         return dg.AssetCheckResult(
             passed=bool(verdict["meets_policy"]), description=verdict["reason"], metadata=metadata
         )
@@ -84,7 +91,9 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         name="human_approval",
         blocking=True,
         description="Passes when the policy auto-approves the candidate or a person approved this exact candidate "
-        "digest; otherwise opens one approval request per digest and fails with how to decide it.",
+        "digest; otherwise opens one approval request per digest and reports it pending: a warning (Dagster "
+        "labels it Failed with a yellow icon) naming the request, its deadline and how to decide it, which "
+        "neither fails the run nor the assets after it. Fails (an error) only for a rejected or expired request.",
     )
     @observed
     def human_approval(context: dg.AssetCheckExecutionContext, state: StateStoreResource) -> dg.AssetCheckResult:

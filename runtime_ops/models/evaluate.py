@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.markdown import escape_text, table_row
 from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
 from runtime_ops.store import StateStore
 
@@ -45,8 +46,15 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
             "sample": dg.MetadataValue.md(
                 "| id | question | relevant | method |\n|---|---|---|---|\n"
                 + "\n".join(
-                    f"| {q.question.id} | {q.question.question[:120].replace('|', '/')} | "
-                    f"{', '.join(q.question.relevant)} | {q.provenance.get('method')} |"
+                    table_row(
+                        escape_text(str(cell))
+                        for cell in (
+                            q.question.id,
+                            q.question.question[:120],
+                            ", ".join(q.question.relevant),
+                            q.provenance.get("method"),
+                        )
+                    )
                     for q in qs.questions[:10]
                 )
             ),
@@ -61,6 +69,7 @@ def evaluate_candidate(
 ) -> dg.MaterializeResult:
     from runtime_ops.models.evaluation import comparison_markdown
     from runtime_ops.models.golden import current_question_set
+    from runtime_ops.models.history import set_label
     from runtime_ops.models.scoring import score_candidate, score_stored
     from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, report_digest
 
@@ -152,41 +161,65 @@ def evaluate_candidate(
         candidate_digest=c_digest,
         run_id=context.run_id,
     )
-    metadata: dict[str, dg.MetadataValue | str] = {
-        name: dg.MetadataValue.float(float(value)) for name, value in cand_metrics.items()
-    }
+    # The UI plots every numeric metadata value over materializations: only the quality metrics are numbers
+    # (rounded); ids, counts and timings are text, so the plots show what moved and nothing else.
+    metadata: dict[str, dg.MetadataValue | str] = {**quality_metadata(cand_metrics)}
     if prod_metrics:
-        metadata.update({f"production/{n}": dg.MetadataValue.float(float(v)) for n, v in prod_metrics.items()})
+        metadata.update(quality_metadata(prod_metrics, "production/"))
     if verdict.delta is not None:
-        metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(float(verdict.delta))
+        metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(verdict.delta), 4))
     if interval_dict is not None:
-        metadata[f"ci_low/{gate.primary_metric}"] = dg.MetadataValue.float(float(interval_dict["low"]))
-        metadata[f"ci_high/{gate.primary_metric}"] = dg.MetadataValue.float(float(interval_dict["high"]))
+        metadata[f"ci_low/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(interval_dict["low"]), 4))
+        metadata[f"ci_high/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(interval_dict["high"]), 4))
     metadata.update(
         {
-            "report_id": dg.MetadataValue.int(row["id"]),
-            "candidate_version": dg.MetadataValue.int(candidate_version),
-            "production_version": dg.MetadataValue.int(production_version or 0),
+            # Both models' numbers above were scored on this set (production re-scored on it).
+            "question_set": set_label(qs.version, len(cand.questions)),
+            "question_set_version": qs.version,
+            "questions": str(len(cand.questions)),
+            "report_id": str(row["id"]),
+            "candidate_version": f"v{candidate_version}",
+            "production_version": f"v{production_version}" if production_version else "none",
             "candidate_digest": c_digest,
-            "question_set": qs.version,
-            **{f"provenance/{m}": dg.MetadataValue.int(n) for m, n in qs.mix.items()},
+            **{f"provenance/{m}": str(n) for m, n in qs.mix.items()},
             "verdict": verdict.reason,
-            "evaluation_seconds": dg.MetadataValue.float(round(eval_s, 3)),
+            "evaluation_seconds": f"{eval_s:.3f}",
             **usage_metadata(cand_embedder),
-            "chunks": dg.MetadataValue.int(cand.chunks),
+            "chunks": str(cand.chunks),
             "comparison": dg.MetadataValue.md(markdown),
-            "history": dg.MetadataValue.md(_history(store, candidate_version, production_version)),
+            "history": dg.MetadataValue.md(
+                _history(
+                    store,
+                    {
+                        **report,
+                        "candidate_metrics": cand_metrics,
+                        "production_metrics": prod_metrics,
+                        "verdict": verdict_dict,
+                    },
+                )
+            ),
         }
     )
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
 
 
+def quality_metadata(metrics: dict[str, float], prefix: str = "") -> dict[str, dg.MetadataValue]:
+    """The quality metrics of a scored model as rounded numbers (what the UI plots); the question count, which is
+    not a quality, stays out."""
+    return {
+        f"{prefix}{name}": dg.MetadataValue.float(round(float(value), 4))
+        for name, value in metrics.items()
+        if name != "questions"
+    }
+
+
 def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
-    """An endpoint embedder's cumulative usage (requests, retries, texts, tokens) as `usage/<counter>` metadata."""
+    """An endpoint embedder's cumulative usage (requests, retries, texts, tokens) as `usage/<counter>` metadata
+    (text: counters, not quality, so the UI does not plot them)."""
     usage = getattr(embedder, "usage", None)
     if not isinstance(usage, dict):
         return {}
-    return {f"usage/{name}": dg.MetadataValue.int(int(value)) for name, value in sorted(usage.items())}
+    return {f"usage/{name}": dg.MetadataValue.text(str(int(value))) for name, value in sorted(usage.items())}
 
 
 def _evidence_markdown(
@@ -201,7 +234,7 @@ def _evidence_markdown(
     if changed:
         lines.append("")
         lines.append("Questions whose top results changed most:")
-        lines.extend(f"- {line.replace('|', '/')}" for line in changed_lines(changed))
+        lines.extend(f"- {escape_text(line)}" for line in changed_lines(changed))
     return "\n".join(lines) + "\n"
 
 
@@ -217,7 +250,9 @@ def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (nump
     )
 
 
-def _history(store: StateStore, candidate_version: int, production_version: int | None) -> str:
+def _history(store: StateStore, report: dict[str, Any]) -> str:
+    """The history table around `report`: its candidate and its production model on the report's own question
+    set (production re-scored on it, as the gate compared them); other versions on the set of their own report."""
     from runtime_ops.models.history import EvaluatedVersion, history_markdown
 
     def verdict_text(v: dict) -> str:
@@ -225,13 +260,40 @@ def _history(store: StateStore, candidate_version: int, production_version: int 
             return "auto-approve"
         return "needs approval" if v.get("meets_policy") else "below policy"
 
-    versions = [
-        EvaluatedVersion(
+    def count(metrics: dict[str, Any] | None) -> int | None:
+        n = (metrics or {}).get("questions")
+        return int(n) if n is not None else None
+
+    candidate_version, production_version = report["candidate_version"], report["production_version"]
+    current_set = report["question_set"]
+    rows: dict[int, EvaluatedVersion] = {}
+    for row in store.evaluations.eval_history():
+        verdict = row["verdict"] or {}
+        rows[row["candidate_version"]] = EvaluatedVersion(
             version=row["candidate_version"],
             metrics=row["candidate_metrics"],
-            verdict=verdict_text(row["verdict"] or {}),
+            verdict=verdict_text(verdict),
             production=row["candidate_version"] == production_version,
+            question_set=str(verdict.get("question_set") or ""),
+            questions=count(row["candidate_metrics"]),
         )
-        for row in store.evaluations.eval_history()
-    ]
-    return history_markdown(versions, highlight=candidate_version)
+    current_metrics = report["candidate_metrics"]
+    rows[candidate_version] = EvaluatedVersion(
+        candidate_version,
+        current_metrics,
+        verdict_text(report["verdict"]),
+        production=candidate_version == production_version,
+        question_set=current_set,
+        questions=count(current_metrics),
+    )
+    if production_version is not None and production_version != candidate_version and report["production_metrics"]:
+        own = rows.get(production_version)
+        rows[production_version] = EvaluatedVersion(
+            production_version,
+            report["production_metrics"],
+            f"production, re-scored on this set{f'; was {own.verdict}' if own else ''}",
+            production=True,
+            question_set=current_set,
+            questions=count(report["production_metrics"]),
+        )
+    return history_markdown(list(rows.values()), highlight=candidate_version)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from runtime_ops.markdown import table_cell
+
 __all__ = [
     "GoldenQuestion",
     "StreamingRanker",
@@ -409,5 +411,4 @@ def _format_delta(name: str, delta: float) -> str:
 
 
 def _cell(text: str) -> str:
-    # A pipe inside a label would split the table cell.
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return table_cell(str(text))

@@ -1,18 +1,79 @@
-"""Extractive answers: the sentences of the retrieved chunks closest to the question (no model endpoint)."""
+"""Extractive answers: the parts of the retrieved chunks closest to the question (no model endpoint).
+
+The chunks are markdown, and so is an answer. A part is a prose sentence, or a fenced code block kept whole
+with its fences (a block a chunk holds only part of is closed, its code untouched): a command must reach the
+reader as it was written, not as a lone fence line glued to a sentence. Heading markers are dropped, their text
+kept: `### Title` in the middle of an answer is debris, not structure.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
+from runtime_ops.markdown import close_fences, fence_line, inline_code_spans, outside_spans, split_fenced
+
+_PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+|$)(?P<text>.*?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+# Shorter prose is a fragment (a label, a stray word) that reads as noise in an answer.
+_MIN_SENTENCE = 20
+
+
+@dataclass(frozen=True)
+class _Part:
+    text: str
+    code: bool = False
+    paragraph: int = 0  # sentences of one paragraph share it, and run on in an answer
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= 20]
+    """The prose sentences of markdown `text` (code blocks left out), heading markers dropped."""
+    return [p.text for p in _parts(text) if not p.code]
+
+
+def _parts(passage: str, first_paragraph: int = 0) -> list[_Part]:
+    """The answer candidates of `passage`; paragraphs are numbered from `first_paragraph`."""
+    parts: list[_Part] = []
+    paragraph = first_paragraph
+    for block in split_fenced(passage, inside=_starts_inside_code(passage)):
+        if block.code:
+            code = block.text.strip("\n").rstrip()
+            if not block.opened:
+                code = block.fence + "\n" + code
+            if not block.closed:
+                code += "\n" + block.fence
+            if any(line.strip() for line in code.split("\n")[1:-1]):  # fence lines alone are no answer
+                parts.append(_Part(code, code=True, paragraph=paragraph))
+            paragraph += 1
+            continue
+        # A heading's text is a paragraph of its own, not the start of the sentence under it.
+        for text in _PARAGRAPH.split(_HEADING.sub(lambda m: m.group("text") + "\n", block.text)):
+            spans = inline_code_spans(text) if "`" in text else []
+            position = 0
+            for match in _SENTENCE.finditer(text):
+                if outside_spans(match.start(), spans):
+                    parts.append(_Part(text[position : match.start()].strip(), paragraph=paragraph))
+                    position = match.end()
+            parts.append(_Part(text[position:].strip(), paragraph=paragraph))
+            paragraph += 1
+    return [p for p in parts if p.code or len(p.text) >= _MIN_SENTENCE]
+
+
+def _starts_inside_code(passage: str) -> str | None:
+    """The fence of a code block `passage` starts in (a chunk cut from inside a long block), else None.
+
+    Told by its fence lines: an odd number of them, the first bare (no info string, as a closing fence is), means
+    the first one closes a block opened before the chunk; an opening fence usually names its language.
+    """
+    fences = [found for line in passage.splitlines() if (found := fence_line(line)) is not None]
+    if len(fences) % 2 == 1 and not fences[0][1]:
+        return fences[0][0]
+    return None
 
 
 def extractive_answer(
@@ -23,16 +84,51 @@ def extractive_answer(
     max_sentences: int = 3,
     max_chars: int = 600,
 ) -> str:
-    """Pick the sentences most similar to the question, keeping their original order for readability."""
-    sentences: list[str] = []
+    """The parts most similar to the question, in their original order for readability, as markdown."""
+    parts: list[_Part] = []
     for p in passages:
-        sentences.extend(split_sentences(p))
-    if not sentences:
-        return passages[0][:max_chars] if passages else ""
-    scores = embed(sentences) @ question_vec
-    best = sorted(np.argsort(-scores)[:max_sentences].tolist())
-    answer = " ".join(sentences[i] for i in best)
-    return answer if len(answer) <= max_chars else answer[: max_chars - 1].rstrip() + "…"
+        parts.extend(_parts(p, first_paragraph=parts[-1].paragraph + 1 if parts else 0))
+    if not parts:
+        return _clip(_Part(_HEADING.sub(lambda m: m.group("text"), passages[0]).strip()), max_chars) if passages else ""
+    scores = embed([p.text for p in parts]) @ question_vec
+    ranked = np.argsort(-scores)[:max_sentences].tolist()
+    # The weakest parts give way until the answer fits; a code block is never cut to make room for prose.
+    while len(ranked) > 1 and len(_join([parts[i] for i in sorted(ranked)])) > max_chars:
+        ranked.pop()
+    chosen = [parts[i] for i in sorted(ranked)]
+    if len(chosen) == 1:
+        return _clip(chosen[0], max_chars)
+    return _join(chosen)
+
+
+def _join(parts: Sequence[_Part]) -> str:
+    """Sentences of one paragraph run on; each paragraph, heading text and code block stands on its own."""
+    text = ""
+    for i, part in enumerate(parts):
+        if i == 0:
+            text = part.text
+        elif part.paragraph == parts[i - 1].paragraph and not part.code:
+            text += " " + part.text
+        else:
+            text += "\n\n" + part.text
+    return text
+
+
+def _clip(part: _Part, max_chars: int) -> str:
+    """`part` within `max_chars`: prose cut with an ellipsis; code cut between lines and its block closed (the
+    ellipsis after it, never inside the code)."""
+    if len(part.text) <= max_chars:
+        return part.text
+    if not part.code:
+        return close_fences(part.text[: max_chars - 1].rstrip() + "…")
+    lines = part.text.split("\n")
+    fence = lines[-1]
+    kept = lines[:2]
+    for line in lines[2:-1]:
+        if len("\n".join([*kept, line, fence])) + 2 > max_chars:
+            break
+        kept.append(line)
+    return "\n".join([*kept, fence]) + "\n\n…"
 
 
 def answer_with(

@@ -8,6 +8,7 @@ import dagster as dg
 
 from runtime_ops.automation import follow_upstream
 from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.markdown import close_fences, code_span, escape_text
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec, RetentionSpec
 from runtime_ops.resources.state import StateStoreResource
@@ -153,6 +154,25 @@ def default_questions(store: StateStore, answers: AnswersSpec) -> list[str]:
     return [str(r["question"]) for r in sorted(rows, key=lambda r: str(r["id"])) if r.get("gating")][:SAMPLE_QUESTIONS]
 
 
+def answer_markdown(number: int, question: str, answer: str, sources: list[dict[str, Any]]) -> str:
+    """One question's section of the `answers` metadata: the question as a heading, the answer as the markdown it
+    is (code blocks stay code blocks), then the documents it came from, best first.
+
+    A section per question rather than a table row: a table cell holds one line, so an answer's code block could
+    only be flattened there."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for source in sources:
+        by_key.setdefault(str(source["key"]), []).append(source)
+    cited = [
+        f"- {code_span(key)} (chunk{'s' if len(hits) > 1 else ''} {', '.join(str(h['chunk_id']) for h in hits)}, "
+        f"score {max(float(h['score']) for h in hits):.3f})"
+        for key, hits in by_key.items()
+    ]
+    # An answer that leaves a code block open would swallow the next questions.
+    body = close_fences(answer.strip()) if answer.strip() else "_No answer: nothing was retrieved._"
+    return "\n\n".join([f"### {number}. {escape_text(question)}", body, "Sources:", "\n".join(cited) or "_none_"])
+
+
 def answer_questions(
     context: dg.AssetExecutionContext,
     config: AnswersConfig,
@@ -189,7 +209,7 @@ def answer_questions(
     reused = 0
     pending_keys: list[tuple[str, dict[str, str]]] = []
     rows = []
-    lines = ["| question | answer | sources |", "|---|---|---|"]
+    sections: list[str] = []
     for question, qvec, hits in zip(questions, result.query_vectors, result.hits, strict=True):
         sources = [{"key": h.document_key, "chunk_id": h.chunk_id, "score": round(h.score, 4)} for h in hits]
         # One answer per (index, question, answerer): a re-run or retry reuses it instead of asking again.
@@ -217,8 +237,7 @@ def answer_questions(
                 pending_keys.append((key, {"answer": answer, "answerer": answerer}))
             else:  # a fallback answer is not the effect asked for: the next run asks the endpoint again
                 store.effects.fail_effect(key, "model endpoint failed; answered extractively")
-        cited = ", ".join(sorted({s["key"] for s in sources}))
-        lines.append(f"| {question} | {answer.replace('|', '/').replace(chr(10), ' ')} | {cited} |")
+        sections.append(answer_markdown(len(sections) + 1, question, answer, sources))
     if llm is not None:
         llm.close()
     if rows:
@@ -233,7 +252,7 @@ def answer_questions(
             "answerer": "model endpoint" if llm is not None else "extractive",
             "endpoint_fallbacks": dg.MetadataValue.int(len(fallbacks)),
             "reused_answers": dg.MetadataValue.int(reused),
-            "answers": dg.MetadataValue.md("\n".join(lines)),
+            "answers": dg.MetadataValue.md("\n\n".join(sections)),
         }
     )
 

@@ -32,7 +32,8 @@ def _document(seed: int, paragraphs: int = 40) -> str:
 def _check_invariants(text: str, chunks: list[str], max_chars: int, overlap: int) -> None:
     assert chunks, "non-empty text must give at least one chunk"
     for chunk in chunks:
-        assert chunk and chunk == chunk.strip()
+        # Only a chunk starting inside a long code block may start with whitespace: that line's indentation.
+        assert chunk and chunk == chunk.rstrip() and chunk.lstrip(" \t") == chunk.lstrip()
         assert len(chunk) <= max_chars
     # Walk the chunks: each starts with a word-aligned tail (<= overlap chars) of the previous one,
     # and once that shared context is removed the chunks give back the original words in order.
@@ -141,3 +142,68 @@ def test_every_shipped_document_chunks_within_bounds() -> None:
         text = parse_document(key, (CORPUS_DIR / key).read_bytes(), max_bytes=10 * 1024 * 1024).text
         chunks = chunk_text(text)
         _check_invariants(text, chunks, 1200, 150)
+
+
+# -- markdown code ------------------------------------------------------------------------------------------
+
+_BLOCK = (
+    "```bash\n"
+    "# pretty-print, then keep the first field\n"
+    'echo \'{"json":"obj"}\' | python -m json.tool\n'
+    "\n"
+    "    indented: cut -d '|' -f 1 <file>\n"
+    "```"
+)
+
+
+def _prose(n: int, tag: str) -> str:
+    return " ".join(f"{tag} sentence {i} tells a little more about the topic." for i in range(n))
+
+
+def test_a_fenced_block_that_fits_is_never_split_and_keeps_its_characters() -> None:
+    text = "\n\n".join([_prose(4, "before"), _BLOCK, _prose(4, "after")])
+    for max_chars, overlap in [(len(_BLOCK), 0), (300, 60), (400, 150), (1200, 150)]:
+        chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)
+        holding = [c for c in chunks if "```" in c]
+        assert len(holding) == 1 and _BLOCK in holding[0], (max_chars, chunks)
+        _check_invariants(text, chunks, max_chars, overlap)
+
+
+def test_shared_context_never_starts_inside_a_code_block() -> None:
+    text = "\n\n".join([_prose(2, "before"), _BLOCK, _prose(6, "after")])
+    chunks = chunk_text(text, max_chars=len(_BLOCK) + 120, overlap=100)
+    after = chunks[chunks.index(next(c for c in chunks if _BLOCK in c)) + 1]
+    assert "```" not in after and "json.tool" not in after
+    assert after.startswith("after sentence 0")
+
+
+def test_a_longer_block_breaks_between_its_lines() -> None:
+    lines = [f"    step_{i}() | tee log_{i}.txt" for i in range(40)]
+    block = "```sh\n" + "\n".join(lines) + "\n```"
+    chunks = chunk_text(f"Intro.\n\n{block}\n\nOutro.", max_chars=300, overlap=50)
+    assert len(chunks) > 3
+    pieces = "\n".join(chunks)
+    for line in lines[1:]:
+        assert line in pieces.split("\n"), "a line of code was cut or changed"
+    _check_invariants(f"Intro.\n\n{block}\n\nOutro.", chunks, 300, 50)
+
+
+def test_inline_code_is_never_cut_at_a_sentence_or_word_break() -> None:
+    span = "`cd build. make all. make install`"
+    text = " ".join(f"Step {i} runs {span} to finish." for i in range(20))
+    for chunk in chunk_text(text, max_chars=150, overlap=0):
+        assert chunk.count("`") % 2 == 0, chunk
+
+
+def test_every_shipped_markdown_document_keeps_its_blocks_whole() -> None:
+    from runtime_ops.markdown import split_fenced
+
+    for key in corpus_keys():
+        if not key.endswith(".md"):
+            continue
+        text = parse_document(key, (CORPUS_DIR / key).read_bytes(), max_bytes=10 * 1024 * 1024).text
+        chunks = chunk_text(text)
+        for block in split_fenced(text):
+            code = block.text.strip()
+            if block.code and len(code) <= 1200:
+                assert any(code in chunk for chunk in chunks), (key, code[:80])
