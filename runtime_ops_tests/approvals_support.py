@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -100,25 +101,42 @@ def key_headers(database_url: str, scope: str = "read") -> dict[str, str]:
         store.engine.dispose()
 
 
-def make_candidate(
-    store: StateStore, *, version_seed: str = "a", candidate: float = 0.61, production: float | None = 0.60
-) -> dict[str, Any]:
-    """A registered candidate model with an evaluation report (no training: the gate only needs the rows)."""
-    import hashlib
+QUESTION_SET = hashlib.sha256(b"golden questions").hexdigest()  # the evaluation set of make_candidate's reports
+QUESTIONS = 45
 
-    data = f"model-{version_seed}".encode()
+
+def _register(store: StateStore, name: str) -> dict[str, Any]:
+    data = name.encode()
     digest = hashlib.sha256(data).hexdigest()
     artifact = store.artifacts.put_artifact("embedder", data, digest)
     model, _ = store.registry.register_model(
         digest=digest, artifact_id=artifact, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None
     )
-    cand = {"ndcg@5": candidate, "recall@5": candidate + 0.1, "mrr": candidate - 0.05}
+    return model
+
+
+def make_candidate(
+    store: StateStore,
+    *,
+    version_seed: str = "a",
+    candidate: float = 0.61,
+    production: float | None = 0.60,
+    production_model: bool = False,
+) -> dict[str, Any]:
+    """A registered candidate model with an evaluation report (no training: the gate only needs the rows), scored
+    on QUESTION_SET's QUESTIONS questions; `production_model` registers the model the production column names."""
+    production_version = _register(store, "model-production")["version"] if production_model else None
+    model = _register(store, f"model-{version_seed}")
+    count = {"questions": float(QUESTIONS)}
+    cand = {"ndcg@5": candidate, "recall@5": candidate + 0.1, "mrr": candidate - 0.05, **count}
     prod = (
-        None if production is None else {"ndcg@5": production, "recall@5": production + 0.1, "mrr": production - 0.05}
+        None
+        if production is None
+        else {"ndcg@5": production, "recall@5": production + 0.1, "mrr": production - 0.05, **count}
     )
     return store.evaluations.record_eval_report(
         candidate_version=model["version"],
-        production_version=None,
+        production_version=production_version,
         candidate_metrics=cand,
         production_metrics=prod,
         verdict={
@@ -127,6 +145,7 @@ def make_candidate(
             "reason": "within margin: +0.010 ndcg@5 (margin 0.020)",
             "delta": 0.01,
             "primary_metric": "ndcg@5",
+            "question_set": QUESTION_SET,
         },
         markdown="| metric | candidate | production |",
         report_digest=f"r-{version_seed}",
@@ -142,8 +161,9 @@ def open_pending(
     now: datetime | None = None,
     seed: str = "a",
     requested_by: str = "runtime_ops",
+    production_model: bool = False,
 ) -> dict[str, Any]:
-    report = make_candidate(store, version_seed=seed)
+    report = make_candidate(store, version_seed=seed, production_model=production_model)
     request, created = store.requests.open_request(
         candidate_version=report["candidate_version"],
         candidate_digest=report["candidate_digest"],

@@ -8,26 +8,29 @@ the package to install): they never skip.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, Response, ViewportSize, sync_playwright
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Response, ViewportSize, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from sqlalchemy import select
 
 from runtime_ops.approvals.announce import Announcer
+from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.components.loading import get_spec
 from runtime_ops.models.checks import request_policy
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops_tests.approvals_support import ApiServer, FakeClock, open_pending
+from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
 from runtime_ops_tests.servers import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -45,6 +48,14 @@ VIEWPORT: ViewportSize = {"width": 1000, "height": 900}
 # The README's screenshot is refreshed only on request (RUNTIME_OPS_UPDATE_DOCS=1), so tests leave the tree clean.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "approval-page.png"
 INSTALL_HINT = "install Debian's Chromium: `sudo apt-get install -y chromium` (or `make system-packages`)"
+
+
+ICON_LOADS = """() => new Promise(done => {
+    const img = new Image();
+    img.onload = () => done(img.naturalWidth > 0);
+    img.onerror = () => done(false);
+    img.src = document.querySelector("link[rel=icon]").href;
+})"""
 
 
 # ---------------------------------------------------------------------------------------------- fixtures
@@ -73,9 +84,35 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext
             context.close()
 
 
+@dataclass
+class Traffic:
+    """What the browser asked for and complained about while a test ran: every response (URL, status) and
+    every console error (a CSP refusal or a failed load is one)."""
+
+    responses: list[tuple[str, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def record(self, page: Page) -> None:
+        page.on("response", lambda r: self.responses.append((r.url, r.status)))
+        page.on("console", self._console)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def paths(self) -> list[str]:
+        return [urlsplit(url).path for url, _ in self.responses]
+
+
 @pytest.fixture
-def page(browser: BrowserContext) -> Iterator[Page]:
+def traffic() -> Traffic:
+    return Traffic()
+
+
+@pytest.fixture
+def page(browser: BrowserContext, traffic: Traffic) -> Iterator[Page]:
     page = browser.new_page()
+    traffic.record(page)
     yield page
     for p in browser.pages:  # this test's page and any tab it opened
         p.close()
@@ -94,9 +131,17 @@ class World:
         announcer = Announcer(self.store, self.settings.resolved_link_secret(), self.api.url, self.settings.dagster_url)
         return announcer.link(request or self.request, approver, self.clock.now())
 
-    def open_second(self, seed: str = "b") -> dict[str, Any]:
-        policy = request_policy(get_spec(settings=self.settings))
-        return open_pending(self.store, policy, now=self.clock.now(), seed=seed)
+    def open_second(self, seed: str = "b", **policy_changes: Any) -> dict[str, Any]:
+        policy = dataclasses.replace(request_policy(get_spec(settings=self.settings)), **policy_changes)
+        return open_pending(self.store, policy, now=self.clock.now(), seed=seed, production_model=True)
+
+    def production_version(self, request: dict[str, Any] | None = None) -> int:
+        report = self.store.evaluations.get_eval_report((request or self.request)["eval_report_id"])
+        assert report is not None and report["production_version"] is not None
+        return report["production_version"]
+
+    def dagster(self, path: str) -> str:
+        return f"{self.settings.dagster_url}{path}"
 
     def get(self, request_id: str | None = None) -> dict[str, Any]:
         request = self.store.requests.get_request(request_id or self.request["id"])
@@ -131,7 +176,7 @@ def world(env, postgres_url) -> Iterator[World]:  # type: ignore[no-untyped-def]
     store = open_store(settings.resolved_database_url)
     clock = FakeClock()
     policy = request_policy(get_spec(settings=settings))
-    pending = open_pending(store, policy, now=clock.now())
+    pending = open_pending(store, policy, now=clock.now(), production_model=True)
     api = ApiServer(settings, clock)
     api.port, api.url = port, f"http://127.0.0.1:{port}"
     with api:
@@ -164,7 +209,7 @@ def approve_through_page(page: Page, link: str) -> Response:
 
 
 # ---------------------------------------------------------------------------------------------- tests
-def test_alice_sees_the_evidence_and_approves(world: World, page: Page, tmp_path: Path) -> None:
+def test_alice_sees_the_evidence_and_approves(world: World, page: Page, traffic: Traffic, tmp_path: Path) -> None:
     link = world.link("alice")
     assert link.startswith(f"{world.api.url}/approvals/")
     response = visit(page, link)
@@ -176,8 +221,16 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, tmp_path
     assert "alice" in page.inner_text("body")
     assert f"v{world.request['candidate_version']}" in page.inner_text("h1")
     headers = [h.strip() for h in page.locator("#metrics thead th").all_inner_texts()]
-    assert headers[0] == "metric" and headers[1].startswith("candidate") and headers[2].startswith("production")
-    assert headers[3] == "delta"
+    # every number names the set it was scored on; production's were re-scored on it (not its own report's)
+    on = f"set {QUESTION_SET[:12]}, {QUESTIONS} questions"
+    assert headers == [
+        "metric",
+        f"candidate v{world.request['candidate_version']} ({on})",
+        f"production v{world.production_version()} (re-scored on {on})",
+        "delta",
+    ]
+    assert f"scored on evaluation {on}" in page.inner_text("#evaluated-on")
+    assert "can differ from those in its own evaluation report" in page.inner_text("#evaluated-on")
     rows = {
         cells[0]: cells[1:]
         for cells in (
@@ -193,6 +246,18 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, tmp_path
     assert "within margin: +0.010 ndcg@5 (margin 0.020)" in page.inner_text("#verdict")
     assert page.locator("#approve").is_visible() and page.locator("#reject").is_visible()
     assert page.locator("#progress").count() == 0  # one approval is enough: no M-of-N progress line
+    # the evidence leads on to Dagster: the run that opened the request, the candidate model, the report
+    pipeline = world.request["pipeline"]
+    assert page.get_attribute("#run-link", "href") == world.dagster("/runs/run-1")
+    assert page.get_attribute("#candidate-link", "href") == world.dagster(f"/assets/{pipeline}/embedding_model")
+    assert page.get_attribute("#report-link", "href") == world.dagster(f"/assets/{pipeline}/evaluation_report")
+    # An inline icon: a browser with a tab strip asks for /favicon.ico (a 404: no such route) only when a page
+    # names none. Headless Chromium asks for no icon at all, so the page loads the one it names as an image
+    # would be loaded: it must decode and be allowed by the page's own CSP (a refusal is a console error).
+    assert (page.get_attribute("link[rel=icon]", "href") or "").startswith("data:image/svg+xml,")
+    assert page.evaluate(ICON_LOADS) is True
+    assert "/favicon.ico" not in traffic.paths()
+    assert traffic.errors == []
 
     shot = DOCS_SCREENSHOT if os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1" else tmp_path / "approval-page.png"
     shot.parent.mkdir(parents=True, exist_ok=True)
@@ -204,6 +269,17 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, tmp_path
     assert page.title() == "Approved"
     assert re.search(rf"{rid} approved by alice", outcome(page))
     assert "ok" in (page.get_attribute("#outcome", "class") or "")
+    # what happens next and when: the approvals sensor's interval (RUNTIME_OPS_SENSOR_INTERVAL=1s in tests)
+    assert page.inner_text("#next").endswith(
+        "The approvals sensor launches the promotion run within ~1 s; production moves to "
+        f"v{world.request['candidate_version']} when that run succeeds. Watch the run in Dagster."
+    )
+    runs = world.dagster(f"/runs?q%5B%5D=tag%3Aruntime_ops%2Fapproval_id%3D{rid}")  # the UI's tag filter
+    assert page.get_attribute("#promotion-link", "href") == runs
+    assert page.get_attribute("#run-link", "href") == world.dagster("/runs/run-1")
+    assert page.locator("#report-link").count() == 1
+    assert [(url, status) for url, status in traffic.responses if status >= 400] == []
+    assert "/favicon.ico" not in traffic.paths() and traffic.errors == []
 
     request = world.get()
     assert request["status"] == "approved" and request["decided_by"] == "alice"
@@ -322,6 +398,11 @@ def test_bob_rejects_a_second_request_with_a_reason(world: World, page: Page) ->
     assert response.status == 200
     assert page.title() == "Rejected"
     assert f"{second['id']} rejected by bob" in outcome(page)
+    assert page.inner_text("#next").endswith(
+        f"Production stays on v{world.production_version(second)} and no promotion run starts. "
+        "The approvals sensor removes the canary alias within ~1 s."
+    )
+    assert page.locator("#promotion-link").count() == 0  # nothing to watch
 
     request = world.get(second["id"])
     assert request["status"] == "rejected" and request["decided_by"] == "bob"
@@ -335,3 +416,14 @@ def test_bob_rejects_a_second_request_with_a_reason(world: World, page: Page) ->
     assert decided["outcome"] == "rejected" and decided["detail"]["reason"] == reason
     assert world.get()["status"] == "superseded"  # the first request was not touched by bob's vote
     assert world.store.votes.for_request(world.request["id"]) == []
+
+
+def test_the_local_identity_is_named_as_the_local_operator(world: World, page: Page) -> None:
+    # A pipeline without approvers: the approvals sensor prints one link, for the local identity.
+    local = world.open_second(approvers=(), escalation_approvers=(), escalate_after=None, tiers=())
+    assert visit(page, world.link(LOCAL_APPROVER, local)).status == 200
+    assert page.inner_text("#approver") == "the local operator"
+    assert submit(page, "#approve").status == 200
+    assert outcome(page) == f"{local['id']} approved by the local operator"
+    assert world.get(local["id"])["decided_by"] == LOCAL_APPROVER  # the audit keeps the identity itself
+    assert "within ~1 s" in page.inner_text("#next")

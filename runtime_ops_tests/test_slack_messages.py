@@ -7,13 +7,14 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 from urllib.request import Request, urlopen
 
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
+from runtime_ops.approvals.announce import Announcer, next_step
 from runtime_ops.approvals.slack.blocks import RequestView, request_blocks, request_text
 from runtime_ops.approvals.slack.client import SlackError, SlackNotifier, slack_client
 from runtime_ops.approvals.slack.interactions import Interaction, MalformedInteraction, parse_interaction
@@ -23,6 +24,10 @@ from runtime_ops_tests.slack_signing import encode_payload, interaction_body, in
 TOKEN = "xoxb-1234-5678-runtimeopstesttoken"
 CHANNEL = "C0APPROVALS"
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+PROMOTION_RUNS = "http://dagster.local/runs?q%5B%5D=tag%3Aruntime_ops%2Fapproval_id%3Dapr-0001"
+APPROVED_NEXT = (
+    "The approvals sensor launches the promotion run within ~10 s; production moves to v7 when that run succeeds."
+)
 
 
 @pytest.fixture
@@ -50,11 +55,15 @@ def view(**overrides: Any) -> RequestView:
         "metrics": [("recall@5", 0.82, 0.79), ("mrr", 0.61, 0.60), ("ndcg@10", 0.70, None)],
         "verdict": "candidate beats production on recall@5 by 0.03 (margin 0.02) but loses nothing else",
         "dagster_run_url": "http://dagster.local/runs/abc-123",
-        "asset_url": "http://dagster.local/assets/production_model",
+        "candidate_url": "http://dagster.local/assets/demo/embedding_model",
+        "report_url": "http://dagster.local/assets/demo/evaluation_report",
+        "promotion_runs_url": PROMOTION_RUNS,
         "page_url": "http://ops.local/approvals/tok123",
         "expires_at": datetime(2030, 1, 2, 3, 4, tzinfo=UTC),
         "escalated": False,
         "superseded_by": None,
+        "question_set": "abc123def456",
+        "questions": 45,
     }
     fields.update(overrides)
     return RequestView(**fields)
@@ -127,8 +136,13 @@ def test_post_request_shows_buttons_while_pending(slack: SlackServer, notifier: 
     assert "ndcg@10" in text and "new" in text  # no production value: no delta
     assert "d1g35t012345" in text and "d1g35t0123456" not in text  # digest: first 12 chars
     assert "<http://dagster.local/runs/abc-123|Dagster run>" in text
-    assert "<http://dagster.local/assets/production_model|Asset>" in text
+    assert "<http://dagster.local/assets/demo/embedding_model|Candidate model>" in text
+    assert "<http://dagster.local/assets/demo/evaluation_report|Evaluation report>" in text
     assert "<http://ops.local/approvals/tok123|Evidence page>" in text
+    # every number names the set it was scored on; production's were re-scored on that set
+    assert "Candidate *v7* vs production v6 (re-scored on set `abc123def456`, 45 questions)" in text
+    assert "Both columns scored on evaluation set `abc123def456`, 45 questions\\n```metric" in text
+    assert "next_step" not in text and PROMOTION_RUNS not in text  # nothing decided, nothing follows yet
     assert "2030-01-02 03:04 UTC" in text  # expiry (fallback of the Slack date token)
     assert outcome(blocks).startswith("⏳ Waiting for 0 of 2 approvals")
     assert block_limit_violations(blocks) == []
@@ -148,12 +162,14 @@ def test_update_after_decision_removes_buttons_and_states_outcome(slack: SlackSe
     notifier.update_request(channel, ts, view(approvals=["U1"]))
     assert "1 of 2 approvals: <@U1>" in outcome(slack.messages[ts]["blocks"])
 
-    approved = view(status="approved", approvals=["U1", "U2"], decided_by=["U1", "U2"])
+    approved = view(status="approved", approvals=["U1", "U2"], decided_by=["U1", "U2"], next_step=APPROVED_NEXT)
     notifier.update_request(channel, ts, approved)
     message = slack.messages[ts]
     assert message["edits"] == 2
     assert actions_blocks(message["blocks"]) == []
     assert outcome(message["blocks"]) == "✅ Approved by <@U1>, <@U2> (2 of 2)"
+    [next_step] = [b["text"]["text"] for b in message["blocks"] if b.get("block_id") == "next_step"]
+    assert next_step == f"*Next:* {APPROVED_NEXT} <{PROMOTION_RUNS}|Run in Dagster>"
     assert "Approved by <@U1>, <@U2> (2 of 2)" in message["text"]
     assert "Evidence page" not in all_text(message["blocks"])  # the decision link is spent
     assert [c.method for c in slack.calls] == ["chat.postMessage", "chat.update", "chat.update"]
@@ -196,6 +212,95 @@ def test_user_text_cannot_inject_mentions_or_links() -> None:
     text = all_text(blocks)
     assert "<!channel>" not in text and "<http://evil" not in text
     assert "&lt;!channel&gt;" in text and "&amp; more" in text and "&lt;b&gt;" in text
+
+
+def test_a_rejection_says_production_stays_and_links_no_promotion() -> None:
+    rejected = view(
+        status="rejected",
+        decided_by=["U3"],
+        next_step="Production stays on v6 and no promotion run starts. The approvals sensor removes the canary "
+        "alias within ~10 s.",
+    )
+    blocks = request_blocks(rejected)
+    [next_step] = [b["text"]["text"] for b in blocks if b.get("block_id") == "next_step"]
+    assert next_step.startswith("*Next:* Production stays on v6") and "canary alias within ~10 s" in next_step
+    assert PROMOTION_RUNS not in all_text(blocks)
+
+
+def test_the_local_identity_is_named_not_mentioned() -> None:
+    blocks = request_blocks(view(status="approved", required_approvals=1, approvals=["local"], decided_by=["local"]))
+    assert outcome(blocks) == "✅ Approved by the local operator (1 of 1)"
+    assert "<@local>" not in all_text(blocks)
+
+
+def test_a_report_without_a_set_version_claims_none() -> None:
+    text = all_text(request_blocks(view(question_set="", questions=None)))
+    assert "Candidate *v7* vs production v6\\n" in text and "re-scored" not in text and "evaluation set" not in text
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "production", "approvals", "expected"),
+    [
+        ({"status": "approved"}, 6, 1, APPROVED_NEXT),
+        (
+            {"status": "rejected", "compensation": "remove_canary"},
+            6,
+            0,
+            "Production stays on v6 and no promotion run starts. The approvals sensor removes the canary alias "
+            "within ~10 s.",
+        ),
+        (
+            {"status": "expired", "compensation": "remove_canary", "compensated_at": datetime(2030, 1, 2, tzinfo=UTC)},
+            None,
+            0,
+            "No promotion run starts (there is no production model yet). The canary alias was removed.",
+        ),
+        (
+            {"status": "pending", "required_approvals": 3},
+            6,
+            1,
+            "2 more approvals needed; nothing is promoted until then.",
+        ),
+        ({"status": "pending"}, 6, 0, ""),
+        ({"status": "superseded"}, 6, 0, ""),
+        (  # seen again once the approvals sensor has launched the run
+            {"status": "approved", "promotion_run_id": "run-9"},
+            6,
+            1,
+            "Run run-9 was launched for this decision; production moves to v7 when that run succeeds.",
+        ),
+        # A rollback's run is the alert sensor's to launch, on its own interval; nothing to compensate.
+        (
+            {"status": "approved", "promotion_run_id": "alert_sensor"},
+            7,
+            1,
+            "The alert sensor launches the rollback run on its next tick; production moves to v7 when that run "
+            "succeeds.",
+        ),
+        (
+            {"status": "rejected", "promotion_run_id": "alert_sensor"},
+            7,
+            0,
+            "Production stays as it is; no rollback run starts.",
+        ),
+    ],
+)
+def test_next_step_says_what_follows_and_when(
+    request_fields: dict[str, Any], production: int | None, approvals: int, expected: str
+) -> None:
+    request = {"id": "apr-0001", "candidate_version": 7, "required_approvals": 1, **request_fields}
+    assert next_step(request, production_version=production, approvals=approvals, interval_s=10) == expected
+
+
+def test_dagster_links_have_one_home() -> None:
+    announcer = Announcer(cast(Any, None), "secret", "http://ops.local", "http://dagster.local/")
+    assert announcer.run_url("run-1") == "http://dagster.local/runs/run-1" and announcer.run_url(None) is None
+    assert announcer.asset_url("demo", "embedding_model") == "http://dagster.local/assets/demo/embedding_model"
+    request = {"id": "apr-0001"}
+    assert announcer.promotion_runs_url(request) == PROMOTION_RUNS  # the runs tagged with the approval id
+    assert announcer.promotion_runs_url({**request, "promotion_run_id": "run-9"}) == "http://dagster.local/runs/run-9"
+    rollback = {**request, "promotion_run_id": "alert_sensor"}  # tagged by the alert sensor, not with the approval id
+    assert announcer.promotion_runs_url(rollback) == "http://dagster.local/runs"
 
 
 def test_post_thread_and_ephemeral(slack: SlackServer, notifier: SlackNotifier) -> None:

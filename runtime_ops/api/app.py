@@ -40,7 +40,7 @@ from runtime_ops.api.deps import OpsContext
 from runtime_ops.api.guards import BodyLimit, PageHeaders
 from runtime_ops.api.refusals import Refusals
 from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
-from runtime_ops.approvals.announce import Announcer
+from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.observability.logs import register_settings_secrets
@@ -128,7 +128,14 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         # Updates go to the channel recorded on each request (each pipeline has its own); the API posts nothing new.
         client = slack_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
         notifier = SlackNotifier(client, settings.slack_approval_channel or "")
-    announcer = Announcer(store, link_secret, settings.public_url, settings.dagster_url, notifier)
+    announcer = Announcer(
+        store,
+        link_secret,
+        settings.public_url,
+        settings.dagster_url,
+        notifier,
+        sensor_interval_s=sensor_interval(settings),
+    )
     signature = None
     if settings.slack_signing_secret:
         signature = SlackSignature(settings.slack_signing_secret.get_secret_value(), now)

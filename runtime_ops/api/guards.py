@@ -91,7 +91,9 @@ PAGE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-content-type-options", b"nosniff"),
     (
         b"content-security-policy",
-        b"default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        # img-src: the pages' icon is an inline data: URL (there is no unauthenticated /favicon.ico to fetch).
+        b"default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; "
+        b"base-uri 'none'",
     ),
 )
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from urllib.parse import quote
+
+from runtime_ops.approvals.links import display_name
+from runtime_ops.approvals.slack.blocks import RequestView
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:860px;margin:2rem auto;padding:0 1rem;
@@ -27,33 +30,59 @@ letter-spacing:.04em;margin-bottom:.2rem}
 """
 
 
+# Inline, so the icon needs no route of its own: every route but the health checks is authenticated, and a
+# browser asks for /favicon.ico (a 404 in its console) whenever a page names no icon.
+_FAVICON = "data:image/svg+xml," + quote(
+    "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><rect width='16' height='16' rx='3' fill='#1f883d'/>"
+    "<path d='M4 8.5l2.5 2.5L12 5.5' stroke='#fff' stroke-width='2' fill='none'/></svg>"
+)
+
+
 def _page(title: str, body: str) -> str:
     return (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-        f"<meta name=viewport content='width=device-width,initial-scale=1'><style>{_STYLE}</style></head>"
-        f"<body>{body}</body></html>"
+        f"<meta name=viewport content='width=device-width,initial-scale=1'><link rel=icon href='{_FAVICON}'>"
+        f"<style>{_STYLE}</style></head><body>{body}</body></html>"
     )
 
 
-def _evidence(verdict: dict) -> str:
-    from runtime_ops.policies.gate_text import changed_lines, interval_text
-
-    interval = interval_text(verdict.get("interval"))
+def _evidence(view: RequestView) -> str:
     label = "<span class=label>Candidate minus production</span>"
-    html = f"<div id=interval>{label}{escape(interval)}</div>" if interval else ""
-    lines = changed_lines(verdict.get("changed_questions"))
-    if lines:
-        items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    html = f"<div id=interval>{label}{escape(view.interval)}</div>" if view.interval else ""
+    if view.changed:
+        items = "".join(f"<li>{escape(line)}</li>" for line in view.changed)
         html += f"<div id=changed><span class=label>Questions whose results changed most</span><ul>{items}</ul></div>"
     return html
 
 
-def metrics_table(candidate: dict[str, float], production: dict[str, float] | None, labels: tuple[str, str]) -> str:
+def _link(url: str | None, text: str, element_id: str) -> str:
+    if not url:
+        return ""
+    # A new tab keeps the decision form; no opener, so the Dagster UI cannot reach back into this page.
+    return f"<a id={element_id} href='{escape(url)}' target=_blank rel=noopener>{escape(text)}</a>"
+
+
+def _dagster_links(view: RequestView) -> str:
+    links = [
+        _link(view.dagster_run_url, "the run that opened this request", "run-link"),
+        _link(view.candidate_url, "the candidate model", "candidate-link"),
+        _link(view.report_url, "the evaluation report", "report-link"),
+    ]
+    shown = [a for a in links if a]
+    return f"<p id=links class=sub>In Dagster: {' · '.join(shown)}</p>" if shown else ""
+
+
+def evaluated_on(view: RequestView) -> str:
+    """e.g. "set abc123def456, 45 questions"; "" for a report from before sets were versioned."""
+    if not view.question_set:
+        return ""
+    count = f", {view.questions} questions" if view.questions is not None else ""
+    return f"set {view.question_set}{count}"
+
+
+def metrics_table(metrics: list[tuple[str, float, float | None]], labels: tuple[str, str]) -> str:
     rows = []
-    for name, value in candidate.items():
-        if name == "questions":
-            continue
-        prod = (production or {}).get(name)
+    for name, value, prod in metrics:
         if prod is None:
             delta = "—"
         else:
@@ -70,40 +99,69 @@ def metrics_table(candidate: dict[str, float], production: dict[str, float] | No
     )
 
 
-def evidence_page(request: dict[str, Any], report: dict[str, Any], approver: str, votes: list[dict[str, Any]]) -> str:
-    cand_label = f"candidate v{request['candidate_version']}"
-    prod_v = report.get("production_version")
-    if prod_v:
-        prod_label = f"production v{prod_v}"
-    else:
-        prod_label = "production" if report.get("production_metrics") else "production (none)"
-    approvals = [v["actor"] for v in votes if v["vote"] == "approve"]
-    progress = ""
-    if int(request.get("required_approvals") or 1) > 1:
-        progress = (
-            f"<p id=progress>{len(approvals)} of {request['required_approvals']} approvals so far"
-            f"{': ' + escape(', '.join(approvals)) if approvals else ''}.</p>"
+def _metrics(view: RequestView) -> str:
+    on = evaluated_on(view)
+    cand_label = f"candidate v{view.candidate_version}" + (f" ({on})" if on else "")
+    has_prod = any(prod is not None for _, _, prod in view.metrics)
+    prod_label = f"production v{view.production_version}" if view.production_version is not None else "production"
+    if not has_prod:
+        prod_label = "production (none)"
+    elif on:
+        prod_label += f" (re-scored on {on})"
+    note = ""
+    if on and has_prod:
+        # The production numbers are re-scored on the candidate's set, so they can differ from the ones in
+        # production's own report: without this line that looks like an error on the page.
+        note = (
+            f"<p id=evaluated-on class=sub>Both columns were scored on evaluation {escape(on)}: production was "
+            "re-scored on this set, so its numbers can differ from those in its own evaluation report.</p>"
         )
-    expires = request.get("expire_at")
+    return metrics_table(view.metrics, (cand_label, prod_label)) + note
+
+
+def evidence_page(view: RequestView, approver: str) -> str:
+    progress = ""
+    if view.required_approvals > 1:
+        names = ", ".join(display_name(a) for a in view.approvals)
+        progress = (
+            f"<p id=progress>{len(view.approvals)} of {view.required_approvals} approvals so far"
+            f"{': ' + escape(names) if names else ''}.</p>"
+        )
+    expires = view.expires_at
     body = f"""
-<h1>Promote model v{request["candidate_version"]} to production?</h1>
-<p class=sub>Pipeline <b id=pipeline>{escape(str(request.get("pipeline") or "demo"))}</b> · approval request
-<code>{escape(request["id"])}</code> · you are <b>{escape(approver)}</b>
+<h1>Promote model v{escape(str(view.candidate_version))} to production?</h1>
+<p class=sub>Pipeline <b id=pipeline>{escape(view.pipeline or "demo")}</b> · approval request
+<code>{escape(view.request_id)}</code> · you are <b id=approver>{escape(display_name(approver))}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
 <div class="card verdict"><span class=label>Evaluation verdict</span>
-<div id=verdict>{escape((report.get("verdict") or {}).get("reason", ""))}</div>
-{_evidence(report.get("verdict") or {})}</div>
-{metrics_table(report.get("candidate_metrics") or {}, report.get("production_metrics"), (cand_label, prod_label))}
-<p class=sub>Candidate digest <code>{escape(request["candidate_digest"][:16])}…</code> (model bytes + evaluation
+<div id=verdict>{escape(view.verdict)}</div>
+{_evidence(view)}</div>
+{_metrics(view)}
+<p class=sub>Candidate digest <code>{escape(view.candidate_digest[:16])}…</code> (model bytes + evaluation
 report). This decision applies to exactly this candidate.</p>
+{_dagster_links(view)}
 {progress}
 <div class=card><form method=post>
 <label style="flex-basis:100%">Reason (optional)<textarea name=reason></textarea></label>
 <button class=approve name=action value=approve id=approve>Approve</button>
 <button class=reject name=action value=reject id=reject>Reject</button>
 </form></div>"""
-    return _page(f"Approve {request['id']}", body)
+    return _page(f"Approve {view.request_id}", body)
 
 
 def outcome_page(title: str, message: str, kind: str = "info") -> str:
     return _page(title, f"<h1>{escape(title)}</h1><div class='outcome {kind}' id=outcome>{escape(message)}</div>")
+
+
+def decision_page(title: str, message: str, view: RequestView, kind: str = "ok") -> str:
+    """The outcome of a decision, or of a link whose request was decided: what happens next, and where to watch."""
+    body = f"<h1>{escape(title)}</h1><div class='outcome {kind}' id=outcome>{escape(message)}</div>"
+    if view.next_step:
+        watch = ""
+        if view.status == "approved":
+            watch = " " + _link(view.promotion_runs_url, "Watch the run in Dagster.", "promotion-link")
+        body += (
+            f"<div class=card id=next><span class=label>What happens next</span>{escape(view.next_step)}{watch}</div>"
+        )
+    body += _dagster_links(view)
+    return _page(title, body)

@@ -13,25 +13,86 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from runtime_ops.approvals import links
 from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
+from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore, remove_alias_compensation
+from runtime_ops.store.alerts import ALERT_SENSOR_LAUNCHES
 
 if TYPE_CHECKING:
     from runtime_ops.resources.state import ApprovalsResource
+    from runtime_ops.settings import Settings
 
 log = logging.getLogger("runtime_ops.approvals")
 
 COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(CANARY_ALIAS)}
 DEFAULT_LINK_TTL = timedelta(hours=24)
-LOCAL_APPROVER = "local"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 NOTIFY_STALE_AFTER = timedelta(minutes=2)
+APPROVAL_TAG = "runtime_ops/approval_id"  # on the promotion run the approvals sensor launches for a request
+SENSOR_INTERVAL_S = 10  # the approvals sensor's minimum interval, unless RUNTIME_OPS_SENSOR_INTERVAL overrides it
+
+
+def sensor_interval(settings: Settings) -> int:
+    """How often the approvals sensor ticks, resolved as `PipelineSpec.sensor_interval` resolves it for the
+    sensor itself: what "within ~N s" promises after a decision, in the API process as in the daemon."""
+    return settings.sensor_seconds(SENSOR_INTERVAL_S)
+
+
+def evaluated_on(report: dict[str, Any]) -> tuple[str, int | None]:
+    """The evaluation set a report's numbers were scored on: its version (first 12 hex chars; "" for reports
+    from before sets were versioned) and how many of its questions were scored (None when unknown)."""
+    version = str((report.get("verdict") or {}).get("question_set") or "")[:12]
+    if report.get("questions") is not None:
+        return version, len(report["questions"])
+    # A stored report row keeps no question ids (only their digest); scoring records their count as a metric.
+    count = (report.get("candidate_metrics") or {}).get("questions")
+    if count is None:
+        count = ((report.get("verdict") or {}).get("interval") or {}).get("n")
+    return version, int(count) if count is not None else None
+
+
+def next_step(request: dict[str, Any], *, production_version: int | None, approvals: int, interval_s: int) -> str:
+    """What the votes recorded on `request` set in motion, and when; "" before the first vote."""
+    status = request["status"]
+    soon = f"within ~{interval_s} s"
+    target = f"v{request['candidate_version']}"
+    launched = request.get("promotion_run_id")
+    # A rollback's request is decided here, but its run is the alert sensor's to launch (store.alerts).
+    rollback = launched == ALERT_SENSOR_LAUNCHES
+    if status == "approved":
+        then = f"production moves to {target} when that run succeeds."
+        if rollback:
+            return f"The alert sensor launches the rollback run on its next tick; {then}"
+        if launched:
+            return f"Run {launched} was launched for this decision; {then}"
+        return f"The approvals sensor launches the promotion run {soon}; {then}"
+    if status in ("rejected", "expired"):
+        if rollback:
+            return "Production stays as it is; no rollback run starts."
+        text = (
+            f"Production stays on v{production_version} and no promotion run starts."
+            if production_version is not None
+            else "No promotion run starts (there is no production model yet)."
+        )
+        if request.get("compensation") == CANARY_COMPENSATION:
+            text += (
+                f" The {CANARY_ALIAS} alias was removed."
+                if request.get("compensated_at")
+                else f" The approvals sensor removes the {CANARY_ALIAS} alias {soon}."
+            )
+        return text
+    required = int(request.get("required_approvals") or 1)
+    if status == "pending" and approvals:
+        left = required - approvals
+        return f"{left} more approval{'s' if left != 1 else ''} needed; nothing is promoted until then."
+    return ""
 
 
 def view_state(request: dict[str, Any], approvals: int) -> str:
@@ -46,14 +107,37 @@ class Announcer:
     dagster_url: str
     notifier: SlackNotifier | None = None
     emit: Callable[[str], None] = field(default=log.warning)
+    sensor_interval_s: int = SENSOR_INTERVAL_S
+
+    # -------------------------------------------------------------- Dagster UI links: built here only
+    def run_url(self, run_id: str | None) -> str | None:
+        return f"{self.dagster_url.rstrip('/')}/runs/{run_id}" if run_id else None
+
+    def asset_url(self, pipeline: str, asset: str) -> str:
+        return f"{self.dagster_url.rstrip('/')}/assets/{pipeline}/{asset}"
+
+    def promotion_runs_url(self, request: dict[str, Any]) -> str:
+        """Where to watch the run an approval of `request` starts."""
+        launched = request.get("promotion_run_id")
+        if launched == ALERT_SENSOR_LAUNCHES:  # the alert sensor's rollback run, tagged by that sensor
+            return f"{self.dagster_url.rstrip('/')}/runs"
+        if launched:
+            return f"{self.dagster_url.rstrip('/')}/runs/{launched}"
+        # Not launched yet: the runs list filtered by the tag the approvals sensor puts on the promotion run (the
+        # UI's `q[]=tag:KEY=VALUE`), so the link shows the run once it exists, however many ticks that takes.
+        query = urlencode({"q[]": f"tag:{APPROVAL_TAG}={request['id']}"})
+        return f"{self.dagster_url.rstrip('/')}/runs?{query}"
 
     # -------------------------------------------------------------- views
     def view(self, request: dict[str, Any]) -> RequestView:
+        """What the Slack message and the approval page show of `request`."""
         report = self.store.evaluations.get_eval_report(request["eval_report_id"]) or {}
         cand = report.get("candidate_metrics") or {}
         prod = report.get("production_metrics") or {}
         votes = self.store.votes.for_request(request["id"])
-        run_id = request.get("run_id")
+        approvals = [v["actor"] for v in votes if v["vote"] == "approve"]
+        pipeline = request.get("pipeline") or "demo"
+        question_set, questions = evaluated_on(report)
         return RequestView(
             request_id=request["id"],
             candidate_version=request["candidate_version"],
@@ -61,20 +145,30 @@ class Announcer:
             candidate_digest=request["candidate_digest"],
             status=request["status"],
             required_approvals=int(request.get("required_approvals") or 1),
-            approvals=[v["actor"] for v in votes if v["vote"] == "approve"],
+            approvals=approvals,
             decided_by=[a.strip() for a in (request.get("decided_by") or "").split(",") if a.strip()],
             decision_reason=request.get("decision_reason"),
             metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
             verdict=(report.get("verdict") or {}).get("reason", ""),
             interval=interval_text((report.get("verdict") or {}).get("interval")),
             changed=changed_lines((report.get("verdict") or {}).get("changed_questions")),
-            dagster_run_url=f"{self.dagster_url}/runs/{run_id}" if run_id else None,
-            asset_url=f"{self.dagster_url}/assets/{request.get('pipeline') or 'demo'}/evaluation_report",
+            dagster_run_url=self.run_url(request.get("run_id")),
+            candidate_url=self.asset_url(pipeline, "embedding_model"),
+            report_url=self.asset_url(pipeline, "evaluation_report"),
+            promotion_runs_url=self.promotion_runs_url(request),
             page_url=None,
             expires_at=request.get("expire_at"),
             escalated=bool(request.get("escalated_at")),
             superseded_by=request.get("superseded_by"),
             pipeline=request.get("pipeline") or "",
+            question_set=question_set,
+            questions=questions,
+            next_step=next_step(
+                request,
+                production_version=report.get("production_version"),
+                approvals=len(approvals),
+                interval_s=self.sensor_interval_s,
+            ),
         )
 
     def approvers(self, request: dict[str, Any], *, escalation: bool = False) -> list[str]:
@@ -247,4 +341,5 @@ def announcer_for(resource: ApprovalsResource, store: StateStore, slack_channel:
         public_url=resource.public_url,
         dagster_url=resource.dagster_url,
         notifier=notifier,
+        sensor_interval_s=sensor_interval(settings),
     )

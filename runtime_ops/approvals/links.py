@@ -10,6 +10,15 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+# The approver a link names when a pipeline declares no approvers: whoever reads the signed links the
+# approvals sensor prints to a developer's terminal.
+LOCAL_APPROVER = "local"
+
+
+def display_name(approver: str) -> str:
+    """How a page or message names `approver`: a bare "local" reads like a place, not a person."""
+    return "the local operator" if approver == LOCAL_APPROVER else approver
+
 
 class LinkError(ValueError):
     """A link that cannot be used; `kind` is tampered | expired."""

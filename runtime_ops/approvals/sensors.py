@@ -12,7 +12,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
-from runtime_ops.approvals.announce import announcer_for
+from runtime_ops.approvals.announce import APPROVAL_TAG, SENSOR_INTERVAL_S, announcer_for
 from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
@@ -22,7 +22,6 @@ from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import StateStore
 
-APPROVAL_TAG = "runtime_ops/approval_id"
 APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 console = logging.getLogger("runtime_ops.approvals")
 
@@ -44,7 +43,7 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
     @dg.sensor(
         name=spec.qualified("approvals_sensor"),
         jobs=[promotion_job],
-        minimum_interval_seconds=spec.sensor_interval(10),
+        minimum_interval_seconds=spec.sensor_interval(SENSOR_INTERVAL_S),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Announces approval requests (Slack or signed links in the log), escalates and expires them "
         "on their deadlines (running compensations once), keeps Slack messages up to date, and turns each approved "

@@ -28,8 +28,10 @@ def corpus_keys() -> list[str]:
     )
 
 
-def copy_corpus(dest: Path, *, subset: float | None = None) -> list[Path]:
-    """Copy the corpus (or a deterministic `subset` fraction of it) into the landing folder `dest`.
+def copy_corpus(dest: Path, *, subset: float | None = None, only_missing: bool = False) -> list[Path]:
+    """Copy the corpus (or a deterministic `subset` fraction of it) into the landing folder `dest`;
+    `only_missing`: only the documents `dest` does not hold yet (`demo seed` after `make dev`'s first 70%: the
+    rest lands, and the documents already there are not landed again as duplicates).
 
     Each file appears atomically: it is written under a dot-name in its destination folder and then renamed,
     because a landing sensor may be scanning while we copy and must never pick up half a file (the scanner
@@ -48,6 +50,8 @@ def copy_corpus(dest: Path, *, subset: float | None = None) -> list[Path]:
     written: list[Path] = []
     for key in keys:
         target = dest.joinpath(*key.split("/"))
+        if only_missing and target.exists():
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:

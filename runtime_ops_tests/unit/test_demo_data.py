@@ -138,6 +138,15 @@ def test_copy_corpus_overwrites_existing_files(tmp_path: Path) -> None:
     assert target.read_bytes() == (CORPUS_DIR / KEYS[0]).read_bytes()
 
 
+def test_copy_corpus_only_missing_lands_the_rest_once(tmp_path: Path) -> None:
+    first = copy_corpus(tmp_path, subset=0.7)
+    before = {p: p.stat().st_mtime_ns for p in first}
+    rest = copy_corpus(tmp_path, only_missing=True)
+    assert len(first) + len(rest) == len(KEYS) and not set(first) & set(rest)
+    assert {p: p.stat().st_mtime_ns for p in first} == before, "documents already landed are not touched again"
+    assert copy_corpus(tmp_path, only_missing=True) == []
+
+
 def test_copy_corpus_subset_is_deterministic_and_spread(tmp_path: Path) -> None:
     first = copy_corpus(tmp_path / "a", subset=0.25)
     second = copy_corpus(tmp_path / "b", subset=0.25)

@@ -1,7 +1,8 @@
 """`GET/POST /approvals/{token}`: the signed, expiring, single-use approval link.
 
 GET shows the evidence and Approve / Reject, or says plainly why the link cannot decide. POST counts the
-choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication.
+choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication. Both
+render `Announcer.view`, the same view the Slack message shows, so a page after a decision says what follows.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
 from runtime_ops.api.deps import AnnouncerDep, ClockDep, LinkSecretDep, RefusalsDep, StoreDep
-from runtime_ops.api.pages import evidence_page, outcome_page
+from runtime_ops.api.pages import decision_page, evidence_page, outcome_page
 from runtime_ops.approvals import links
+from runtime_ops.approvals.links import display_name
 from runtime_ops.decisions.decide import decide
 from runtime_ops.decisions.preview import link_state
 from runtime_ops.store import StateStore
@@ -26,7 +28,9 @@ _REFUSAL_STATUS = {"tampered": 403, "expired": 410}
 
 
 @router.get("/approvals/{token}", response_class=HTMLResponse)
-def approval_page(token: str, store: StoreDep, now: ClockDep, link_secret: LinkSecretDep) -> HTMLResponse:
+def approval_page(
+    token: str, store: StoreDep, now: ClockDep, link_secret: LinkSecretDep, announcer: AnnouncerDep
+) -> HTMLResponse:
     try:
         claims = links.read(link_secret, token, now())
     except links.LinkError as exc:
@@ -41,15 +45,16 @@ def approval_page(token: str, store: StoreDep, now: ClockDep, link_secret: LinkS
             f"This link was already used to {used['action']} at {used['used_at']:%Y-%m-%d %H:%M} UTC."
             " Each link decides once."
         )
-        return HTMLResponse(outcome_page("Link already used", message, "refused"), 409)
+        return HTMLResponse(decision_page("Link already used", message, announcer.view(request), "refused"), 409)
     if state == "candidate_changed":
         message = "This link was issued for a different candidate; the request it belongs to no longer applies."
         return HTMLResponse(outcome_page("Candidate changed", message, "refused"), 409)
+    view = announcer.view(request)
     if state == "already_decided":
-        by = f" by {request['decided_by']}" if request.get("decided_by") else ""
-        return HTMLResponse(outcome_page("Already decided", f"{request['id']} is {request['status']}{by}."), 409)
-    report = store.evaluations.get_eval_report(request["eval_report_id"]) or {}
-    return HTMLResponse(evidence_page(request, report, claims.approver, store.votes.for_request(request["id"])))
+        by = f" by {_names(view.decided_by)}" if view.decided_by else ""
+        message = f"{request['id']} is {request['status']}{by}."
+        return HTMLResponse(decision_page("Already decided", message, view, "info"), 409)
+    return HTMLResponse(evidence_page(view, claims.approver))
 
 
 @router.post("/approvals/{token}", response_class=HTMLResponse)
@@ -88,12 +93,24 @@ def approval_decide(
         link_nonce=claims.nonce,
         link_digest=claims.digest,
     )
-    if outcome.counted:
+    if outcome.counted and outcome.request is not None:
         background.add_task(announcer.after_decision, claims.request_id)
         title = "Approved" if action == "approve" else "Rejected"
-        return HTMLResponse(outcome_page(title, outcome.message, "ok"))
+        view = announcer.view(outcome.request)
+        if outcome.decided:
+            message = f"{view.request_id} {view.status} by {_names(view.decided_by)}"
+        else:  # counted towards M of N
+            message = (
+                f"approval {len(view.approvals)} of {view.required_approvals} recorded for {view.request_id} "
+                f"({display_name(claims.approver)})"
+            )
+        return HTMLResponse(decision_page(title, message, view))
     status = 409 if outcome.conflict else 403
     return HTMLResponse(outcome_page("Not recorded", outcome.message, "refused"), status)
+
+
+def _names(approvers: list[str]) -> str:
+    return ", ".join(display_name(a) for a in approvers)
 
 
 def _link_use(store: StateStore, nonce: str) -> dict[str, Any] | None:

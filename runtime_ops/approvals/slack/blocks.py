@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runtime_ops.approvals.links import LOCAL_APPROVER, display_name
 from runtime_ops.approvals.slack.text import (
     escape,
     fmt_delta,
     fmt_num,
     fmt_time,
     link,
-    mentions,
+    mention,
     mrkdwn,
     plain,
     slack_time,
@@ -51,7 +52,8 @@ MAX_METRIC_ROWS = 25
 
 @dataclass(frozen=True)
 class RequestView:
-    """What one approval message shows. Built by the caller from the state store; rendered here."""
+    """What one approval request shows, in its Slack message and on its approval page (`runtime_ops.api.pages`).
+    Built by the caller from the state store (`Announcer.view`); rendered here as Block Kit."""
 
     request_id: str
     candidate_version: int | str
@@ -66,13 +68,18 @@ class RequestView:
     verdict: str = ""
     interval: str = ""  # the paired bootstrap interval of candidate - production, as text
     changed: list[str] = field(default_factory=list)  # questions whose top results changed most
-    dagster_run_url: str | None = None
-    asset_url: str | None = None
+    dagster_run_url: str | None = None  # the run that opened the request
+    candidate_url: str | None = None  # the candidate model's asset
+    report_url: str | None = None  # the evaluation report's asset
+    promotion_runs_url: str | None = None  # where to watch the run an approval starts
     page_url: str | None = None  # signed evidence/decision page, optional
     expires_at: datetime | None = None
     escalated: bool = False
     superseded_by: str | None = None
     pipeline: str = ""  # the pipeline the candidate belongs to (named in the title when set)
+    question_set: str = ""  # the evaluation set both models were scored on (12 hex chars; "" when unversioned)
+    questions: int | None = None  # how many of its questions were scored
+    next_step: str = ""  # what the decision sets in motion, and when
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -93,6 +100,19 @@ def _title(view: RequestView) -> str:
     return f"Promote {model} {version_label(view.candidate_version)} to production?"
 
 
+def people(user_ids: Sequence[str]) -> str:
+    """Mentions, except the local identity: `<@local>` would render as an unknown user."""
+    return ", ".join(display_name(u) if u == LOCAL_APPROVER else mention(u) for u in user_ids)
+
+
+def evaluated_on(view: RequestView) -> str:
+    """e.g. "set `abc123def456`, 45 questions" (mrkdwn); "" for a report from before sets were versioned."""
+    if not view.question_set:
+        return ""
+    count = f", {view.questions} questions" if view.questions is not None else ""
+    return f"set `{escape(view.question_set)}`{count}"
+
+
 def _approval_count(view: RequestView) -> str:
     return f"{len(view.approvals)} of {view.required_approvals} approval{'s' if view.required_approvals != 1 else ''}"
 
@@ -102,9 +122,9 @@ def outcome_text(view: RequestView, *, slack_markup: bool = True) -> str:
     when = slack_time if slack_markup else fmt_time
     if view.status == "approved":
         who = view.decided_by or view.approvals
-        return f"✅ Approved by {mentions(who)} ({len(who)} of {view.required_approvals})"
+        return f"✅ Approved by {people(who)} ({len(who)} of {view.required_approvals})"
     if view.status == "rejected":
-        who = mentions(view.decided_by) if view.decided_by else "an approver"
+        who = people(view.decided_by) if view.decided_by else "an approver"
         reason = f": {escape(view.decision_reason)}" if view.decision_reason else ""
         return f"❌ Rejected by {who}{reason}"
     if view.status == "expired":
@@ -115,7 +135,7 @@ def outcome_text(view: RequestView, *, slack_markup: bool = True) -> str:
         return f"↪ Superseded{by} (the candidate was re-trained; this decision no longer applies)"
     # pending
     count = _approval_count(view)
-    text = f"⏳ {count}: {mentions(view.approvals)}" if view.approvals else f"⏳ Waiting for {count}"
+    text = f"⏳ {count}: {people(view.approvals)}" if view.approvals else f"⏳ Waiting for {count}"
     if view.escalated:
         text += " · 🔔 escalated to alternate approvers"
     if view.expires_at:
@@ -123,10 +143,13 @@ def outcome_text(view: RequestView, *, slack_markup: bool = True) -> str:
     return text
 
 
-def _metrics_table(metrics: Sequence[tuple[str, float, float | None]], limit: int) -> str:
-    """A monospaced candidate-vs-production table that fits in `limit` characters (rows cut, never mid-row)."""
+def _metrics_table(metrics: Sequence[tuple[str, float, float | None]], limit: int, caption: str = "") -> str:
+    """A monospaced candidate-vs-production table under `caption` that fits in `limit` characters (rows cut,
+    never mid-row)."""
     if not metrics:
         return "_no metrics reported_"
+    if caption:
+        return caption + "\n" + _metrics_table(metrics, limit - len(caption) - 1)
     names = [truncate(str(name), 28) for name, _, _ in metrics]
     width = max(6, *(len(n) for n in names))
     head = f"{'metric':<{width}}  {'candidate':>9}  {'production':>10}  {'delta':>8}"
@@ -213,9 +236,24 @@ def _evidence_blocks(view: RequestView) -> list[dict[str, Any]]:
     return [{"type": "section", "block_id": "evidence", "text": mrkdwn("\n".join(parts), MAX_SECTION_TEXT)}]
 
 
+def _next_step_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """After a decision: what it sets in motion and when, with the runs to watch. A pending request's outcome
+    line already says what it waits for."""
+    if view.status == "pending" or not view.next_step:
+        return []
+    text = f"*Next:* {escape(view.next_step)}"
+    if view.status == "approved" and view.promotion_runs_url:
+        text += f" {link(view.promotion_runs_url, 'Run in Dagster')}"
+    return [{"type": "section", "block_id": "next_step", "text": mrkdwn(text, MAX_SECTION_TEXT)}]
+
+
 def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     """The Block Kit message for an approval request; buttons only while it is pending."""
+    on = evaluated_on(view)
+    # Production is re-scored on the candidate's set, so its numbers here can differ from its own report's.
     prod = f"production {version_label(view.production_version)}" if view.production_version is not None else None
+    if prod and on:
+        prod += f" (re-scored on {on})"
     comparing = (
         f"Candidate *{version_label(view.candidate_version)}* vs {prod}"
         if prod
@@ -223,12 +261,17 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     )
     verdict = escape(view.verdict) if view.verdict else "_no verdict_"
     intro = f"{comparing}\n*Verdict:* "
+    caption = f"Both columns scored on evaluation {on}" if on else ""
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": plain(_title(view), MAX_HEADER_TEXT)},
         {"type": "section", "text": mrkdwn(intro + verdict, MAX_SECTION_TEXT)},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _metrics_table(view.metrics, MAX_SECTION_TEXT)}},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _metrics_table(view.metrics, MAX_SECTION_TEXT, caption)},
+        },
         *_evidence_blocks(view),
         {"type": "section", "block_id": "outcome", "text": mrkdwn(outcome_text(view), MAX_SECTION_TEXT)},
+        *_next_step_blocks(view),
     ]
 
     context: list[str] = [
@@ -240,8 +283,10 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     links = []
     if view.dagster_run_url:
         links.append(link(view.dagster_run_url, "Dagster run"))
-    if view.asset_url:
-        links.append(link(view.asset_url, "Asset"))
+    if view.candidate_url:
+        links.append(link(view.candidate_url, "Candidate model"))
+    if view.report_url:
+        links.append(link(view.report_url, "Evaluation report"))
     if view.page_url and view.status == "pending":
         links.append(link(view.page_url, "Evidence page"))
     if links:
