@@ -47,6 +47,8 @@ CHROMIUM_ARGS = [
 VIEWPORT: ViewportSize = {"width": 1000, "height": 900}
 # The README's screenshot is refreshed only on request (RUNTIME_OPS_UPDATE_DOCS=1), so tests leave the tree clean.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "approval-page.png"
+# Read at import: the tests' settings fixtures clear RUNTIME_OPS_* variables before a test runs.
+UPDATE_DOCS = os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1"
 INSTALL_HINT = "install Debian's Chromium: `sudo apt-get install -y chromium` (or `make system-packages`)"
 
 
@@ -259,7 +261,7 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, traffic:
     assert "/favicon.ico" not in traffic.paths()
     assert traffic.errors == []
 
-    shot = DOCS_SCREENSHOT if os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1" else tmp_path / "approval-page.png"
+    shot = DOCS_SCREENSHOT if UPDATE_DOCS else tmp_path / "approval-page.png"
     shot.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shot), full_page=False)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
