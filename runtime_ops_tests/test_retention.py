@@ -25,7 +25,7 @@ def _grow_and_promote(flow: Flow, store: Any, landing: Path, start: int, n: int,
     write_own_corpus(landing, n, start=start)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
-    assert not train.success, "the candidate waits for a person (NEEDS_A_HUMAN)"
+    assert train.success, "the candidate waits for a person (NEEDS_A_HUMAN): a success, not a failure"
     [pending] = store.requests.list_requests(status="pending")
     assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
     capsys.readouterr()

@@ -17,9 +17,11 @@ from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.flow import Flow, land_files
 
 # Words the demo corpus (Python's standard library documentation) does not use: a batch the model cannot place.
+# Nouns the documentation corpus never uses: a function word or "note" would pull the batch's mean vector back
+# towards the corpus (what in-vocabulary words remain decide an lsa embedding).
 OFF_TOPIC = (
-    "Whisk the mascarpone with espresso, ladyfingers soaked in marsala; dust with cocoa. Braise the ossobuco "
-    "with gremolata, saffron risotto and parmigiano. Knead brioche dough, proof overnight, glaze with egg yolk. "
+    "Mascarpone, espresso, ladyfingers, marsala, cocoa. Ossobuco, gremolata, saffron risotto, parmigiano. "
+    "Brioche dough, egg yolk glaze. Tiramisu, panettone, cannoli, ricotta, pistachio, amaretti, limoncello. "
 )
 
 
