@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Response, ViewportSize, sync_playwright
-from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Response, ViewportSize
 from sqlalchemy import select
 
 from runtime_ops.approvals.announce import Announcer
@@ -31,25 +29,14 @@ from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
+from runtime_ops_tests.chromium import chromium
 from runtime_ops_tests.servers import free_port
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-]
 VIEWPORT: ViewportSize = {"width": 1000, "height": 900}
 # The README's screenshot is refreshed only on request (RUNTIME_OPS_UPDATE_DOCS=1), so tests leave the tree clean.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "approval-page.png"
 # Read at import: the tests' settings fixtures clear RUNTIME_OPS_* variables before a test runs.
 UPDATE_DOCS = os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1"
-INSTALL_HINT = "install Debian's Chromium: `sudo apt-get install -y chromium` (or `make system-packages`)"
 
 
 ICON_LOADS = """() => new Promise(done => {
@@ -64,26 +51,8 @@ ICON_LOADS = """() => new Promise(done => {
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     """One headless Chromium (fresh profile dir) for the module."""
-    if not Path(CHROMIUM).is_file() or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: {INSTALL_HINT}", pytrace=False)
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_playwright() as pw:
-        try:
-            context = pw.chromium.launch_persistent_context(
-                str(profile),
-                executable_path=CHROMIUM,
-                headless=True,
-                args=CHROMIUM_ARGS,
-                viewport=VIEWPORT,
-                timeout=60_000,
-            )
-        except PlaywrightError as exc:
-            pytest.fail(f"could not launch {CHROMIUM} ({exc.message.splitlines()[0]}); {INSTALL_HINT}", pytrace=False)
-        context.set_default_timeout(15_000)
-        try:
-            yield context
-        finally:
-            context.close()
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), VIEWPORT, 15_000) as context:
+        yield context
 
 
 @dataclass

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from playwright.sync_api import BrowserContext, Page, sync_playwright
-from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import BrowserContext, Page
 
 from runtime_ops_tests.approvals_support import operator_cli
+from runtime_ops_tests.chromium import chromium
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
-from runtime_ops_tests.test_approval_page_browser import CHROMIUM, CHROMIUM_ARGS, INSTALL_HINT
 from runtime_ops_tests.topology import wait_for
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -43,25 +41,8 @@ ASSETS = (
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[BrowserContext]:
-    if not Path(CHROMIUM).is_file() or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: {INSTALL_HINT}", pytrace=False)
-    with sync_playwright() as pw:
-        try:
-            context = pw.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"),
-                executable_path=CHROMIUM,
-                headless=True,
-                args=CHROMIUM_ARGS,
-                viewport={"width": 1400, "height": 900},
-                timeout=60_000,
-            )
-        except PlaywrightError as exc:
-            pytest.fail(f"could not launch {CHROMIUM} ({exc.message.splitlines()[0]}); {INSTALL_HINT}", pytrace=False)
-        context.set_default_timeout(30_000)
-        try:
-            yield context
-        finally:
-            context.close()
+    with chromium(tmp_path / "chromium-profile", {"width": 1400, "height": 900}, 30_000) as context:
+        yield context
 
 
 def _open(page: Page, url: str, ready: str) -> str:

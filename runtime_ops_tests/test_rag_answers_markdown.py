@@ -4,11 +4,10 @@ as a CommonMark renderer (the Dagster UI's kind) displays it (real PostgreSQL st
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-
 from markdown_it import MarkdownIt
 
 from runtime_ops_tests.flow import serving_v1
+from runtime_ops_tests.rendered import shown
 
 KEY = "notes/quokka.md"
 COMMAND = 'echo \'{"quokka":"export"}\' | python -m json.tool'
@@ -25,21 +24,8 @@ Fields of a quokka export are separated by `a|b` pipes, so pretty-print the quok
 QUESTION = "How do I pretty-print a quokka export?"
 
 
-class _Text(HTMLParser):
-    """The text a browser shows for an HTML fragment (entities decoded, tags dropped)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
 def _shown(html: str) -> str:
-    parser = _Text()
-    parser.feed(html)
-    return "".join(parser.parts)
+    return shown(html)
 
 
 def test_code_block_with_pipes_and_inline_code_reads_intact_in_rag_answers(

@@ -3,8 +3,6 @@ renderer with GFM tables, the kind the Dagster UI uses), and fenced code blocks 
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-
 import pytest
 from markdown_it import MarkdownIt
 
@@ -18,6 +16,7 @@ from runtime_ops.markdown import (
     table_cell,
     table_row,
 )
+from runtime_ops_tests.rendered import shown
 
 RENDERER = MarkdownIt("commonmark").enable("table")
 
@@ -34,19 +33,8 @@ TRICKY = [
 ]
 
 
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
 def _shown(html: str) -> str:
-    parser = _Text()
-    parser.feed(html)
-    return "".join(parser.parts).strip()
+    return shown(html).strip()
 
 
 @pytest.mark.parametrize("text", TRICKY)
