@@ -1,4 +1,4 @@
-"""SIGKILL of the whole `runtime-ops dev` process group (a power loss, an out-of-memory kill) during `ingest_job`,
+"""SIGKILL of every process of `runtime-ops dev` (a power loss, an out-of-memory kill) during `ingest_job`,
 during `train_job` and during the serving automation run, each followed by a plain restart: the flow reaches a
 promoted, indexed, answering state with no person acting, every document once, each version promoted once.
 
@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,70 +25,12 @@ from dagster._core.storage.tags import AUTOMATION_CONDITION_TAG
 from runtime_ops.demo import CORPUS_DIR, copy_corpus
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.dev_process import Dev
 from runtime_ops_tests.recovery_report import report_recovery
-from runtime_ops_tests.servers import free_port
 from runtime_ops_tests.topology import wait_for
 
 EMBEDDINGS = dg.AssetKey(["demo", "document_embeddings"])
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-
-
-class Dev:
-    """`runtime-ops dev` in a session (process group) of its own, as a terminal runs it."""
-
-    def __init__(self, home: Path, logs: Path) -> None:
-        self.home, self.logs = home, logs
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.api = ""
-        self.starts = 0
-
-    def start(self, failpoints: str = "") -> float:
-        api_port = free_port()
-        self.api = f"http://127.0.0.1:{api_port}"
-        env = {**os.environ, "RUNTIME_OPS_FAILPOINTS": failpoints}
-        self.starts += 1
-        log = (self.logs / f"dev{self.starts}.log").open("wb")
-        args = ["dev", "--port", str(free_port()), "--api-port", str(api_port)]
-        started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime_ops.cli", *args],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return started
-
-    def kill(self) -> None:
-        """SIGKILL to every process of the group (the UI, the daemon, the code server, run workers, steps)."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-        def group_gone() -> bool:
-            try:
-                os.killpg(self.proc.pid, 0)  # type: ignore[union-attr]
-            except ProcessLookupError:
-                return True
-            return False
-
-        wait_for(group_gone, 30, "every process of the killed group to exit")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-    def tail(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-40:])
-            for p in sorted(self.logs.glob("dev*.log"))
-        )
-
-
-def _instance(home: Path) -> dg.DagsterInstance:
-    wait_for(lambda: (home / "dagster" / "dagster.yaml").exists(), 60, "runtime-ops dev to prepare DAGSTER_HOME")
-    return dg.DagsterInstance.from_config(str(home / "dagster"))
 
 
 def _mid_run(instance: dg.DagsterInstance, match: Callable[[dg.DagsterRun], bool], what: str) -> str:
@@ -146,7 +85,7 @@ def test_sigkill_of_dev_during_each_run_kind_then_restart_finishes_with_no_perso
         # 1. During ingest_job: `dev` seeds 70% of the demo corpus; each document's parse is slowed so the kill
         #    lands inside the run.
         dev.start(failpoints="documents.parse=sleep:0.3")
-        instance = _instance(home)
+        instance = dev.instance()
         ingest = _mid_run(instance, lambda r: r.job_name == "demo__ingest_job", "an ingest_job run mid-way")
         dev.kill()
         assert instance.get_run_by_id(ingest).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]

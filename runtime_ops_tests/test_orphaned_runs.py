@@ -17,10 +17,9 @@ from dagster._core.events import EngineEventData, RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
 from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
 
+from runtime_ops.cli.local import DEV_INSTANCE
 from runtime_ops.recovery.orphans import sweep
 from runtime_ops.retries import GATED_RUN_TAGS
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _dead_pid() -> int:
@@ -38,7 +37,7 @@ def _run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, pid: int | N
 
 
 def test_runs_whose_worker_is_gone_are_failed_for_run_retries(tmp_path: Path) -> None:
-    shutil.copyfile(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copyfile(DEV_INSTANCE, tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         dead = _dead_pid()
         orphan = _run(instance, dg.DagsterRunStatus.STARTED, dead, **GATED_RUN_TAGS)

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from runtime_ops.cli.common import state_store
 from runtime_ops.settings import get_settings
 
-# The checkout `runtime-ops dev` runs from: its dagster.yaml and workspace.yaml.
+# The checkout `runtime-ops dev` runs from: the dg project (pyproject.toml's [tool.dg]) that `dg dev` serves.
 CHECKOUT = Path(__file__).resolve().parents[2]
+# The one-machine Dagster instance that `runtime-ops dev` copies into DAGSTER_HOME.
+DEV_INSTANCE = Path(__file__).with_name("dagster.yaml")
+# How long the services get to stop after `runtime-ops dev` was asked to (Dagster gives its webserver and daemon
+# 60 s each); whatever of them still runs then is killed.
+STOP_TIMEOUT_SECONDS = 90.0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -129,15 +137,22 @@ def cmd_demo_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dagster dev`."""
+    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dg dev`."""
     import signal
-    import subprocess
+
+    asked: list[int] = []  # the signals that asked us to stop
+
+    def ask(signum: int, _: object) -> None:
+        asked.append(signum)
+
+    # Installed first: a Ctrl-C while the state store migrates lets the migration finish, then ends here quietly.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, ask)
 
     settings = get_settings()
-    root = CHECKOUT
     home = settings.resolved_home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
+    shutil.copyfile(DEV_INSTANCE, home / "dagster.yaml")
     from runtime_ops.components.loading import load_specs
 
     store = state_store()  # check and migrate before the first sensor tick
@@ -153,6 +168,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
             copied = copy_corpus(landing, subset=0.7)
             print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
     _fail_orphans(home)
+    if asked:  # while preparing: nothing started yet
+        return _finish(store, asked, [])
     env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
     # Readable log lines on a developer's terminal unless JSON was asked for explicitly.
     env.setdefault("RUNTIME_OPS_LOG_FORMAT", "console")
@@ -160,58 +177,38 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if not settings.alert_token and api_host in ("127.0.0.1", "localhost", "::1"):
         # On this machine only: alerts may be posted without a token (anywhere else set RUNTIME_OPS_ALERT_TOKEN).
         env.setdefault("RUNTIME_OPS_ALERT_OPEN", "true")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
-            env=env,
-            cwd=root,
-        ),
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dagster",
-                "dev",
-                "-w",
-                str(root / "workspace.yaml"),
-                "-h",
-                args.host,
-                "-p",
-                str(args.port),
-            ],
-            env=env,
-            cwd=root,
-        ),
-    ]
+    # The services run in a process group of their own, out of the terminal's foreground group: Ctrl-C reaches
+    # only this process, which stops them in order (_stop). Sent to every process of the group, as a terminal
+    # does, SIGINT also lands in Dagster's helpers that do not expect it (a run worker still importing, a step's
+    # log watchers) and each prints a KeyboardInterrupt traceback.
+    dagster = subprocess.Popen(
+        # `dg dev` in the project's directory serves the code location of pyproject.toml's [tool.dg] with this
+        # interpreter.
+        [sys.executable, "-m", "dagster_dg_cli.cli", "dev", "--host", args.host, "--port", str(args.port)],
+        env=env,
+        cwd=CHECKOUT,
+        process_group=0,
+    )
+    api = subprocess.Popen(
+        [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
+        env=env,
+        cwd=CHECKOUT,
+        process_group=dagster.pid,
+    )
+    procs = [dagster, api]
     print(
         f"Dagster UI: http://{args.host}:{args.port}   ops API: http://{api_host}:{api_port}   (DAGSTER_HOME={home})",
         flush=True,
     )
-
-    asked: list[int] = []  # the signal that asked us to stop, if one did
-
-    def stop(signum: int = 0, *_: object) -> None:
-        if signum:
-            asked.append(signum)
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
-        while all(p.poll() is None for p in procs):
-            try:
-                procs[1].wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                continue
+        while not asked and all(p.poll() is None for p in procs):
+            time.sleep(0.5)
     finally:
-        stop()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs, group=dagster.pid, home=home, asked=asked)
+    return _finish(store, asked, procs)
+
+
+def _finish(store: Any, asked: list[int], procs: list[subprocess.Popen[bytes]]) -> int:
     from runtime_ops.store.integrity import checkpoint
 
     checkpoint(store.engine)  # the state file alone is then the whole state (a copy of it is a backup)
@@ -219,6 +216,76 @@ def cmd_dev(args: argparse.Namespace) -> int:
         print("stopped cleanly: the state store's WAL is folded into its file", flush=True)
         return 0
     return max(p.returncode or 0 for p in procs)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]], *, group: int, home: Path, asked: list[int]) -> None:
+    """Stop the services in order and wait until no process of their `group` is left; a second signal to this
+    process, or STOP_TIMEOUT_SECONDS, kills what is left.
+
+    SIGINT to `dg dev` (it stops the webserver and the daemon, then tells the code server to stop once its runs
+    end) and to the ops API. Once `dg dev` is gone no run is launched or retried any more, and each run still in
+    flight gets SIGINT in its worker, once that has announced its pid in the run's event log (from then on it
+    handles SIGINT): the run fails as interrupted, its steps stop, and run retries relaunch it at the next start.
+    """
+    import signal
+
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    dagster, stopping = procs[0], len(asked)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+
+    def stopping_in_order() -> bool:
+        return _group_alive(group, procs) and time.monotonic() < deadline and len(asked) == stopping
+
+    while stopping_in_order() and dagster.poll() is None:
+        time.sleep(0.2)
+    interrupted: set[int] = set()
+    with contextlib.ExitStack() as stack:
+        instance = None
+        while stopping_in_order():
+            # Opened only now that nothing else may be creating a fresh home's storage (`dg dev` does, at start).
+            if instance is None and (home / "history").exists():
+                import dagster as dg
+
+                instance = stack.enter_context(dg.DagsterInstance.from_config(str(home)))
+            if instance is not None:
+                _interrupt_runs(instance, group, interrupted)
+            time.sleep(0.5)
+    if _group_alive(group, procs):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    for p in procs:
+        p.wait()
+
+
+def _interrupt_runs(instance: Any, group: int, interrupted: set[int]) -> None:
+    """SIGINT to the worker of each run in flight that announced itself, once, if it is a process of `group`."""
+    import signal
+
+    import dagster as dg
+
+    from runtime_ops.recovery.orphans import WATCHED, process_info, worker_of
+    from runtime_ops.recovery.workers import gone_reason
+
+    for record in instance.get_run_records(dg.RunsFilter(statuses=WATCHED)):
+        worker = worker_of(instance, record.dagster_run.run_id)
+        if worker is None or worker.pid in interrupted or gone_reason(worker, process_info(worker.pid)):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(worker.pid) == group:
+                os.kill(worker.pid, signal.SIGINT)
+                interrupted.add(worker.pid)
+
+
+def _group_alive(group: int, procs: list[subprocess.Popen[bytes]]) -> bool:
+    for p in procs:
+        p.poll()  # reaps our own children: a zombie still counts as a member of its group
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _fail_orphans(home: Path) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import tomllib
 
 from runtime_ops.cli import build_parser
-from runtime_ops.cli.local import CHECKOUT
+from runtime_ops.cli.local import CHECKOUT, DEV_INSTANCE
 
 
-def test_dev_finds_the_checkouts_dagster_yaml_and_workspace() -> None:
-    assert (CHECKOUT / "dagster.yaml").is_file() and (CHECKOUT / "workspace.yaml").is_file()
+def test_dev_finds_its_instance_and_the_dg_project() -> None:
+    assert DEV_INSTANCE.is_file()
+    assert tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["dg"]["directory_type"] == "project"
+    # `dg dev` runs in the checkout: a dagster.yaml there would be ignored by Dagster, with a warning.
+    assert not (CHECKOUT / "dagster.yaml").exists()
 
 
 def test_every_command_group_is_registered() -> None:

@@ -1,0 +1,66 @@
+"""`make dev` on a fresh clone prints no Python warning; Ctrl-C exits 0 with no process left.
+
+`runtime-ops dev` (what `make dev` runs) starts on a fresh home and seeds the demo, so a run is in flight when
+Ctrl-C (SIGINT to the terminal's foreground process group) arrives: the hardest moment to stop quietly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import httpx
+import psutil
+
+from runtime_ops_tests.dev_process import Dev, session_processes
+from runtime_ops_tests.topology import wait_for
+
+# What a newcomer would have to learn to ignore: a Python warning (`BetaWarning: ...`, `SupersessionWarning: ...`
+# or its `warnings.warn(` source line), Dagster's notice that a dagster.yaml in the working directory is not
+# used, click's "Aborted!" after a second interrupt, and any traceback.
+NOISE = re.compile(r"\w+Warning\b|warnings\.warn|will not be used|Aborted!|Traceback \(most recent call last\)")
+# Ctrl-C stops every process of `runtime-ops dev` well within this (a run in flight is interrupted, not awaited).
+STOP_SECONDS = 60
+
+
+def _answers(url: str) -> bool:
+    return httpx.get(url, timeout=5).status_code == 200
+
+
+def _run_in_flight(instance: dg.DagsterInstance) -> bool:
+    return bool(instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=1))
+
+
+def test_make_dev_prints_no_warning_and_ctrl_c_exits_0_leaving_no_process(env: Any, tmp_path: Path) -> None:
+    home = env()
+    dev = Dev(home, tmp_path)
+    try:
+        dev.start()
+        wait_for(lambda: dev.ui_answers() and _answers(f"{dev.api}/healthz"), 180, "the UI and the ops API")
+        with dev.instance() as instance:
+            wait_for(lambda: _run_in_flight(instance), 120, "a run of the seeded demo in flight")
+        assert dev.proc is not None
+        started = [p for p in psutil.Process(dev.proc.pid).children(recursive=True) if p.is_running()]
+        assert len(started) >= 4, started  # dg dev, the ops API, the webserver, the daemon, ...
+
+        os.killpg(dev.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
+        stopping = time.monotonic()
+        status = dev.proc.wait(timeout=STOP_SECONDS)
+        print(f"runtime-ops dev stopped {time.monotonic() - stopping:.1f} s after Ctrl-C")
+
+        assert status == 0
+        assert session_processes(dev.proc.pid) == []
+        assert [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+        console = dev.log.read_text(errors="replace")
+        assert [line for line in console.splitlines() if NOISE.search(line)] == []
+        assert "Dagster UI: http://" in console and "stopped cleanly" in console
+    except BaseException:
+        print(dev.tail())
+        raise
+    finally:
+        dev.stop()
