@@ -64,3 +64,60 @@ def test_make_dev_prints_no_warning_and_ctrl_c_exits_0_leaving_no_process(env: A
         raise
     finally:
         dev.stop()
+
+
+MAKEFILE = """\
+dev:
+\t{python} -m runtime_ops.cli dev --port {ui} --api-port {api}
+"""
+
+
+def _terminal_session() -> None:
+    """In the child: its own session whose controlling terminal is the pty on stdin (as a login shell has)."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def test_ctrl_c_in_a_terminal_ends_make_dev_with_status_0(env: Any, tmp_path: Path) -> None:
+    """Through make, in a real pseudo-terminal: Ctrl-C is the terminal's, not a signal the test picks a target
+    for. GNU make re-raises a SIGINT it got itself (status 130), so `runtime-ops dev` must take the terminal's
+    foreground for itself; make then ends with its recipe's status."""
+    import pty
+    import subprocess
+    import sys
+
+    from runtime_ops_tests.servers import free_port
+
+    env()
+    ui, api = free_port(), free_port()
+    makefile = tmp_path / "Makefile"  # `make dev`'s recipe without its `install` prerequisite
+    makefile.write_text(MAKEFILE.format(python=sys.executable, ui=ui, api=api))
+    master, slave = pty.openpty()
+    log = (tmp_path / "make.log").open("wb")
+    make = subprocess.Popen(
+        ["make", "-f", str(makefile), "dev"],
+        stdin=slave,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        start_new_session=True,
+        preexec_fn=_terminal_session,
+    )
+    os.close(slave)
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{ui}/server_info") and _answers(f"http://127.0.0.1:{api}/healthz"),
+                 180, "the UI and the ops API")  # fmt: skip
+        os.write(master, b"\x03")  # Ctrl-C, typed
+        status = make.wait(timeout=STOP_SECONDS)
+        console = (tmp_path / "make.log").read_text(errors="replace")
+        assert status == 0, console[-3000:]
+        assert "make: ***" not in console and "stopped cleanly" in console
+        assert session_processes(make.pid) == []
+    finally:
+        if make.poll() is None or session_processes(make.pid):
+            for p in session_processes(make.pid):
+                p.kill()
+        os.close(master)
+        log.close()

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,17 +128,61 @@ def cmd_demo_seed(args: argparse.Namespace) -> int:
 
         source = open_landing(dest, endpoint_url=get_settings().aws_endpoint_url)
         files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
-        for p in files:
+        put = [p for p in files if not source.exists(p.relative_to(CORPUS_DIR).as_posix())]
+        for p in put:
             source.put(p.relative_to(CORPUS_DIR).as_posix(), p.read_bytes())
-        print(f"put {len(files)} demo documents into {dest}")
+        print(f"put {len(put)} demo documents into {dest} ({len(files) - len(put)} were there already)")
         return 0
-    copied = copy_corpus(Path(dest), subset=args.subset)
-    print(f"copied {len(copied)} demo documents into {dest}")
+    # Only what is not there yet: `make dev` landed 70%, and the rest is the second batch (landing the same files
+    # again would only record them as duplicates).
+    copied = copy_corpus(Path(dest), subset=args.subset, only_missing=True)
+    print(f"copied {len(copied)} demo documents into {dest} (the others were there already)")
     return 0
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
     """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dg dev`."""
+    with _terminal_foreground():
+        return _dev(args)
+
+
+@contextlib.contextmanager
+def _terminal_foreground() -> Iterator[None]:
+    """While `runtime-ops dev` runs, it alone is the terminal's foreground process group, so Ctrl-C reaches it
+    alone. Under `make dev`, make would get the SIGINT too, and GNU make re-raises it on itself once its recipe
+    ends: it exited 130 however cleanly we stopped. The terminal goes back to the group that had it."""
+    import signal
+
+    fd = sys.stdin.fileno() if sys.stdin is not None else -1
+    try:
+        before = os.tcgetpgrp(fd) if fd >= 0 and os.isatty(fd) else None
+    except OSError:
+        before = None
+    if before is None or before != os.getpgrp():  # no terminal, or started in the background: leave it be
+        yield
+        return
+
+    def hand_terminal_to(group: int) -> None:
+        # A process that is not in the foreground group may not set it unless it ignores SIGTTOU.
+        previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            os.tcsetpgrp(fd, group)
+        finally:
+            signal.signal(signal.SIGTTOU, previous)
+
+    try:
+        os.setpgid(0, 0)
+        hand_terminal_to(os.getpgrp())
+    except OSError:  # a session leader (run straight from a login shell) already is its own group
+        pass
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            hand_terminal_to(before)
+
+
+def _dev(args: argparse.Namespace) -> int:
     import signal
 
     asked: list[int] = []  # the signals that asked us to stop
@@ -188,12 +233,14 @@ def cmd_dev(args: argparse.Namespace) -> int:
         env=env,
         cwd=CHECKOUT,
         process_group=0,
+        preexec_fn=_end_with_parent,
     )
     api = subprocess.Popen(
         [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
         env=env,
         cwd=CHECKOUT,
         process_group=dagster.pid,
+        preexec_fn=_end_with_parent,
     )
     procs = [dagster, api]
     print(
@@ -206,6 +253,17 @@ def cmd_dev(args: argparse.Namespace) -> int:
     finally:
         _stop(procs, group=dagster.pid, home=home, asked=asked)
     return _finish(store, asked, procs)
+
+
+def _end_with_parent() -> None:
+    """In a service's child process before it starts: SIGTERM when `runtime-ops dev` dies (killed, out of memory),
+    so its services do not run on without it, out of reach of Ctrl-C (they are in a process group of their own).
+    Linux only (prctl PR_SET_PDEATHSIG); elsewhere they outlive it."""
+    if sys.platform == "linux":
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
 
 
 def _finish(store: Any, asked: list[int], procs: list[subprocess.Popen[bytes]]) -> int:
