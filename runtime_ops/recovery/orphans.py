@@ -1,9 +1,9 @@
 """Orphaned runs: runs that Dagster still shows as started though their worker process is gone.
 
 Dagster's run monitoring detects a dead worker only for launchers that can check a worker's health (Docker,
-Kubernetes, ECS). The default launcher (`dg dev` under `runtime-ops dev`, and a daemon with a gRPC code server on one machine)
-cannot: after a SIGKILL, an out-of-memory kill or a power loss its runs stay STARTED for ever, every sensor
-waits on them, and nothing is relaunched. `sweep` finds them by the pid their worker announced in the run's
+Kubernetes, ECS). The default launcher (`dg dev` under `runtime-ops dev`, and a daemon with a gRPC code server
+on one machine) cannot: after a SIGKILL, an out-of-memory kill or a power loss its runs stay STARTED for ever,
+every sensor waits on them, and nothing is relaunched. `sweep` finds them by the pid their worker announced in the run's
 event log and marks them failed with the reason (failure reason UNEXPECTED_TERMINATION, so that run retries
 relaunch them: also the approval-gated jobs, which opt out only of retries after a step failure). The retry
 resumes from the state store; a promotion resumes its saga.
