@@ -13,6 +13,7 @@ from bench._synth import make_production, seed_corpus
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
 from runtime_ops.store import StateStore, open_store
+from runtime_ops.store.embeddings import Shard
 
 CHUNKS = EMBED_BATCH * 5 + 37  # six pages, the last one short
 
@@ -143,3 +144,34 @@ def test_a_failure_in_a_worker_keeps_the_pages_before_it(corpus, pooled) -> None
         embed_missing(store, version, embedder=FailsOnText(load_embedder(store, version), marker))  # type: ignore[arg-type]
     assert store.embeddings.embedding_counts(version)["embedded"] == 3 * EMBED_BATCH
     assert embed_missing(store, version) == CHUNKS - 3 * EMBED_BATCH
+
+
+def test_shards_embed_every_chunk_once_between_them_each_resumable(corpus) -> None:  # type: ignore[no-untyped-def]
+    """Four shards of one version, as four runs would take them: each embeds only its own chunks, a shard that
+    failed mid-way finishes on its next pass, and together they embed the corpus exactly once."""
+    store, version = corpus
+    shards = [Shard(i, 4) for i in range(4)]
+    sizes = [store.embeddings.embedding_counts(version, shard=s)["current_chunks"] for s in shards]
+    assert sum(sizes) == CHUNKS and min(sizes) > 0
+
+    first = shards[0]
+    assert embed_missing(store, version, shard=first) == sizes[0]
+    assert len(_stored(store, version)) == sizes[0] and all(cid % 4 == 0 for cid in _stored(store, version))
+    assert embed_missing(store, version, shard=first) == 0, "a finished shard has nothing left"
+
+    failing = Failing(load_embedder(store, version), fail_on=2)
+    with pytest.raises(RuntimeError, match="went away"):
+        embed_missing(store, version, embedder=failing, shard=shards[1])  # type: ignore[arg-type]
+    partial = store.embeddings.embedding_counts(version, shard=shards[1])["embedded"]
+    assert 0 < partial < sizes[1]
+    assert embed_missing(store, version, shard=shards[1]) == sizes[1] - partial
+
+    for shard in shards[2:]:
+        embed_missing(store, version, shard=shard)
+    stored = _stored(store, version)
+    assert len(stored) == CHUNKS == store.embeddings.embedding_counts(version)["embedded"]
+    done = [store.embeddings.embedding_counts(version, shard=s)["embedded"] for s in shards]
+    assert done == sizes
+    assert embed_missing(store, version) == 0
+    with pytest.raises(ValueError, match="shard"):
+        Shard(4, 4)

@@ -21,6 +21,7 @@ from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.store import StateStore
+from runtime_ops.store.embeddings import Shard
 
 # Chunks per page: one query, one embed call and one commit each (the unit a killed run resumes from). Pages of
 # 1,024 rather than 256 cut the per-page costs (statements, commits) of an lsa pass by ~10%.
@@ -36,8 +37,10 @@ def embed_missing(
     embedder: TextEmbedder | None = None,
     observe: Callable[[list[str], np.ndarray], None] | None = None,
     counts: dict[str, int] | None = None,
+    shard: Shard | None = None,
 ) -> int:
-    """Embed every current chunk that has no vector for `version`; returns how many were written.
+    """Embed every current chunk that has no vector for `version` (of `shard` only: separate runs can each take
+    a shard of the same version side by side); returns how many were written.
 
     Each batch is committed as it is written and a chunk already embedded is never written again, so a run
     killed half-way resumes where it stopped and embeds nothing twice. `observe(texts, vectors)` sees each
@@ -50,7 +53,7 @@ def embed_missing(
     still written in order.
     """
     embedder = embedder or load_embedder(store, version)
-    counts = counts or store.embeddings.embedding_counts(version)
+    counts = counts or store.embeddings.embedding_counts(version, shard=shard)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0
     logged = time.monotonic()
@@ -58,7 +61,7 @@ def embed_missing(
     def fetch(after: int) -> list[tuple[int, str]]:
         # Keyset paging: each page starts after the last chunk of the one before, so a pass over N chunks is
         # linear, not a re-scan of every embedded chunk per page.
-        return store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH, after=after)
+        return store.embeddings.chunks_missing_embeddings(version, EMBED_BATCH, after=after, shard=shard)
 
     def committed(write: Future[int]) -> None:
         nonlocal written, logged

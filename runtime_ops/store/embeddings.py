@@ -5,9 +5,10 @@ Embeddings hang off chunks (of a pipeline's documents) and model versions: scope
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import and_, delete, func, select
+from sqlalchemy import ColumnElement, and_, delete, func, select, true
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert
@@ -19,17 +20,45 @@ if TYPE_CHECKING:  # numpy is imported where embeddings are written: loading the
 _E, _C, _D = t.chunk_embeddings, t.chunks, t.documents
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`: the chunks whose id is `index` modulo `count`. Shards split a model version's
+    embedding work into slices that cover every chunk exactly once and that separate runs can fill side by
+    side, each resumable on its own (chunk ids are stable, so a chunk stays in its shard)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(f"a shard is an index in [0, count) of count >= 1, got {self.index} of {self.count}")
+
+
+def _in_shard(shard: Shard | None) -> ColumnElement[bool]:
+    return true() if shard is None or shard.count == 1 else (_C.c.id % shard.count) == shard.index
+
+
 class Embeddings(Repository):
-    def chunks_missing_embeddings(self, model_version: int, limit: int, *, after: int = 0) -> list[tuple[int, str]]:
+    def chunks_missing_embeddings(
+        self, model_version: int, limit: int, *, after: int = 0, shard: Shard | None = None
+    ) -> list[tuple[int, str]]:
         """Up to `limit` current chunks with no vector for `model_version`, in id order, with ids above `after`
         (a caller paging through passes the last id it got: each page then starts where the last one ended
-        instead of re-scanning every chunk already embedded)."""
+        instead of re-scanning every chunk already embedded); with `shard`, only that shard's chunks."""
         with self.tx() as conn:
             rows = conn.execute(
                 select(_C.c.id, _C.c.text)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_D.c.status == "ok", _E.c.chunk_id.is_(None), _C.c.id > after, self.owned(_D)))
+                .where(
+                    and_(
+                        _D.c.status == "ok",
+                        _E.c.chunk_id.is_(None),
+                        _C.c.id > after,
+                        self.owned(_D),
+                        _in_shard(shard),
+                    )
+                )
                 .order_by(_C.c.id)
                 .limit(limit)
             ).all()
@@ -49,8 +78,9 @@ class Embeddings(Repository):
             res = conn.execute(upsert(_E, conn).on_conflict_do_nothing(), payload)
             return int(res.rowcount or 0)
 
-    def embedding_counts(self, model_version: int) -> dict[str, int]:
-        current = and_(_D.c.status == "ok", self.owned(_D))
+    def embedding_counts(self, model_version: int, *, shard: Shard | None = None) -> dict[str, int]:
+        """How many current chunks there are and how many have a vector for `model_version` (of `shard` only)."""
+        current = and_(_D.c.status == "ok", self.owned(_D), _in_shard(shard))
         with self.tx() as conn:
             total = conn.execute(
                 select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id)).where(current)
