@@ -20,6 +20,7 @@ def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
     from runtime_ops.models.sensors import build_corpus_sensor
     from runtime_ops.schedules import build_schedules
     from runtime_ops.serving.assets import build_serving_assets
+    from runtime_ops.serving.backfill import build_shadow_embeddings
 
     raw_documents, document_chunks = build_document_assets(spec)
     embedding_model, golden_questions, evaluation_report, production_model = build_model_assets(spec, document_chunks)
@@ -34,6 +35,7 @@ def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
         evaluation_report,
         production_model,
         *serving,
+        build_shadow_embeddings(spec, embedding_model),
     ]
     by_name = {a.key.path[-1]: a for a in assets}
     jobs = build_jobs(spec, by_name, gate)

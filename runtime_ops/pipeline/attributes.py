@@ -352,6 +352,24 @@ class RetentionAttributes(dg.Resolvable, dg.Model):
     )
 
 
+class BackfillAttributes(dg.Resolvable, dg.Model):
+    """How re-embedding a model version's corpus is spread over a Dagster backfill of shadow_embeddings."""
+
+    shards: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Partitions of shadow_embeddings: each embeds and indexes the chunks whose id modulo `shards` is "
+        "its number, resumable on its own. Changing it while a backfill is under way is refused.",
+    )
+    pool: str = Field(
+        default="runtime_ops_embedding",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Dagster concurrency pool of the partitions: its limit (dagster.yaml `concurrency.pools`, or "
+        "`dagster instance concurrency set`) is how many embed at once.",
+    )
+
+
 class TimeoutAttributes(dg.Resolvable, dg.Model):
     parse_document: str | None = Field(
         default=None,
@@ -413,6 +431,7 @@ class PipelineAttributes(dg.Model):
     schedules: ScheduleAttributes = Field(default_factory=ScheduleAttributes)
     vector_store: VectorStoreAttributes = Field(default_factory=VectorStoreAttributes)
     retention: RetentionAttributes = Field(default_factory=RetentionAttributes)
+    backfill: BackfillAttributes = Field(default_factory=BackfillAttributes)
     timeouts: TimeoutAttributes = Field(default_factory=TimeoutAttributes)
     alert_rules: str | None = Field(
         default=None,

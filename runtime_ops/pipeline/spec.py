@@ -186,6 +186,15 @@ class RetentionSpec:
     keep_recent: int = 2  # newest other versions
 
 
+@dataclass(frozen=True)
+class BackfillSpec:
+    """How a model version's embeddings are spread over a Dagster backfill: `shards` partitions of
+    shadow_embeddings, run side by side within the concurrency pool `pool`."""
+
+    shards: int = 8
+    pool: str = "runtime_ops_embedding"
+
+
 # The run tag carrying each step's timeout in seconds (`0`: unbounded): jobs get it from their pipeline's
 # `timeouts`, and `observability.steps.observed` arms it around every step of the run.
 STEP_TIMEOUT_TAG = "runtime_ops/step_timeout_s"
@@ -219,6 +228,7 @@ class PipelineSpec:
     retrain: RetrainSpec = field(default_factory=RetrainSpec)
     vector_store: VectorStoreSpec = field(default_factory=VectorStoreSpec)
     retention: RetentionSpec = field(default_factory=RetentionSpec)
+    backfill: BackfillSpec = field(default_factory=BackfillSpec)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"

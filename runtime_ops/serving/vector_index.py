@@ -6,6 +6,8 @@
 - `sync_index`: an index that is already complete applies the change feed since its `synced_seq`: the chunks of
   documents that became current are embedded (only those without a vector) and upserted, documents that stopped
   being current are deleted. Cost: O(changes), whatever the corpus size.
+- A backfill may fill the index in shards instead (`serving.shards`, one Dagster partition each): `fill_index` then
+  refuses (`IndexIncomplete`) until every shard is filled, and afterwards only replays the feed on top.
 - `ensure_index` does whichever is needed. Both commit the feed position only after the index writes, so a crash
   in between replays (idempotent) instead of skipping.
 """
@@ -14,17 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
-from runtime_ops.policies.drift import BatchDrift
+from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing, record_drift
 from runtime_ops.store import StateStore
 from runtime_ops.store.changes import ADD, REMOVE
-from runtime_ops.store.indexes import READY
+from runtime_ops.store.indexes import READY, ShardProgress
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
 Log = Callable[[str], None]
@@ -46,11 +49,11 @@ class IndexState:
     n_chunks: int
 
 
-def _vectors(raw: list[bytes | None], dim: int) -> np.ndarray:
+def stack_vectors(raw: list[bytes | None], dim: int) -> np.ndarray:
     return np.vstack([np.frombuffer(r, dtype="<f4") for r in raw if r is not None]).reshape(-1, dim)
 
 
-def _index_name(store: StateStore, version: int) -> IndexName:
+def index_name_of(store: StateStore, version: int) -> IndexName:
     assert store.pipeline is not None, "vector indexes belong to one pipeline: use a scoped store"
     return IndexName(store.pipeline, version)
 
@@ -83,7 +86,7 @@ def fill_index(
     embedder: TextEmbedder | None = None,
 ) -> IndexState:
     embedder = embedder or load_embedder(store, version)
-    name = _index_name(store, version)
+    name = index_name_of(store, version)
     # A fill sees every vector of the model: their sum is the corpus centroid later batches' drift is measured
     # from, recorded whoever fills (a promotion's shadow index or the serving assets).
     centroid = BatchDrift(None)
@@ -93,28 +96,28 @@ def fill_index(
         if observe is not None:
             observe(texts, vecs)
 
-    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
-    if row is None:
-        # The feed position before the fill reads the corpus: changes committed during the fill are replayed.
-        row = store.indexes.create_index(
-            model_version=version,
-            backend=vectors.kind,
-            location=vectors.describe(),
-            dim=embedder.dim,
-            synced_seq=store.changes.head(),
-            run_id=run_id,
-        )
-        log(f"new {vectors.kind} index of model v{version} ({name.table}) in {vectors.describe()}")
+    row = filling_index(store, vectors, version, embedder.dim, run_id=run_id, log=log)
+    shards = store.indexes.shard_progress(row["id"])
+    if shards.planned and not shards.complete:
+        raise IndexIncomplete(backfill_missing(version, shards))
     index = vectors.open(name, embedder.dim, create=True)
-    embedded = embed_missing(store, version, log, embedder=embedder)
-    upserted = 0
-    for page in store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4):
-        vecs = _vectors([r for _, _, r in page], index.dim)
-        index.upsert([c for c, _, _ in page], [d for _, d, _ in page], vecs)
-        seen([], vecs)  # no texts: a fill signals no OOV
-        upserted += len(page)
-        failpoint("index.fill")
-    log(f"index of model v{version}: {upserted} chunks upserted, replaying changes since #{row['synced_seq']}")
+    embedded = upserted = 0
+    if shards.complete:
+        # Every shard's partition embedded and upserted its chunks and kept the sum of its vectors: the fill
+        # only replays the feed on top.
+        for total, count in store.indexes.shard_centroids(row["id"]):
+            centroid.batch = (centroid.batch or Centroid.empty(embedder.dim)).plus(Centroid.from_bytes(total, count))
+        log(f"index of model v{version}: {shards.count} shards filled ({shards.chunks} chunks), replaying changes "
+            f"since #{row['synced_seq']}")  # fmt: skip
+    else:
+        embedded = embed_missing(store, version, log, embedder=embedder)
+        for page in store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4):
+            vecs = stack_vectors([r for _, _, r in page], index.dim)
+            index.upsert([c for c, _, _ in page], [d for _, d, _ in page], vecs)
+            seen([], vecs)  # no texts: a fill signals no OOV
+            upserted += len(page)
+            failpoint("index.fill")
+        log(f"index of model v{version}: {upserted} chunks upserted, replaying changes since #{row['synced_seq']}")
     state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, seen, embedder)
     index.optimize()
     n = index.count()
@@ -134,6 +137,53 @@ def fill_index(
     )
 
 
+class IndexIncomplete(LookupError):
+    """The index is being filled in shards by a backfill and some are not filled yet."""
+
+
+def backfill_missing(version: int, shards: ShardProgress) -> str:
+    return (
+        f"the index of model v{version} is being filled by a backfill of {shards.count} shards: "
+        f"{len(shards.filled)} filled, {len(shards.missing)} to go (partitions "
+        f"{', '.join(shard_key(i, shards.count) for i in shards.missing)} of shadow_embeddings); it is complete "
+        "when every partition has been materialized (a killed partition run resumes where it stopped)"
+    )
+
+
+def incomplete_backfill(store: StateStore, vectors: VectorStore, version: int) -> str | None:
+    """Why `version`'s index cannot be completed now (a backfill still filling its shards), or None."""
+    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    if row is None or row["status"] == READY:
+        return None
+    shards = store.indexes.shard_progress(int(row["id"]))
+    return backfill_missing(version, shards) if shards.planned and not shards.complete else None
+
+
+def shard_key(index: int, count: int) -> str:
+    """The partition key of shard `index` of `count` (zero-padded, so the UI lists them in order)."""
+    return f"{index:0{len(str(count - 1))}d}"
+
+
+def filling_index(
+    store: StateStore, vectors: VectorStore, version: int, dim: int, *, run_id: str | None, log: Log
+) -> dict[str, Any]:
+    """The live index row of `version` in `vectors`, created (status `filling`) when there is none."""
+    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    if row is None:
+        # The feed position before the fill reads the corpus: changes committed during the fill are replayed.
+        row = store.indexes.create_index(
+            model_version=version,
+            backend=vectors.kind,
+            location=vectors.describe(),
+            dim=dim,
+            synced_seq=store.changes.head(),
+            run_id=run_id,
+        )
+        log(f"new {vectors.kind} index of model v{version} ({index_name_of(store, version).table}) in "
+            f"{vectors.describe()}")  # fmt: skip
+    return row
+
+
 def sync_index(
     store: StateStore,
     vectors: VectorStore,
@@ -147,7 +197,7 @@ def sync_index(
     if row is None or row["status"] != READY:
         raise LookupError(f"model v{version} has no complete index in {vectors.describe()}: fill it first")
     embedder = embedder or load_embedder(store, version)
-    index = vectors.open(_index_name(store, version), int(row["dim"] or embedder.dim))
+    index = vectors.open(index_name_of(store, version), int(row["dim"] or embedder.dim))
     state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, observe, embedder)
     if state.synced_seq == row["synced_seq"]:
         return IndexState(row["id"], version, False, 0, 0, 0, state.synced_seq, int(row["n_chunks"]))
@@ -186,7 +236,7 @@ def _apply_feed(
             embedded += len(page)
             failpoint("embeddings.batch")  # after the page is committed, as in embed_missing
         if rows:
-            vecs = _vectors([fresh.get(cid, vec) for cid, _, _, vec in rows], index.dim)
+            vecs = stack_vectors([fresh.get(cid, vec) for cid, _, _, vec in rows], index.dim)
             index.upsert([r[0] for r in rows], [r[1] for r in rows], vecs)
             if observe is not None:  # every chunk that became current, embedded now or before (by an evaluation)
                 observe([r[2] for r in rows], vecs)
@@ -210,7 +260,7 @@ def refresh_index(
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None or row["status"] != READY:
         return fill_index(store, vectors, version, log=log)
-    index = vectors.open(_index_name(store, version), int(row["dim"]))
+    index = vectors.open(index_name_of(store, version), int(row["dim"]))
     upserted = 0
     if batch_id is None:
         pages = store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4)
@@ -220,7 +270,8 @@ def refresh_index(
         pages = iter([[(c, d, raw) for c, d, _, raw in rows if raw is not None]])
     for page in pages:
         if page:
-            index.upsert([c for c, _, _ in page], [d for _, d, _ in page], _vectors([r for _, _, r in page], index.dim))
+            vecs = stack_vectors([r for _, _, r in page], index.dim)
+            index.upsert([c for c, _, _ in page], [d for _, d, _ in page], vecs)
             upserted += len(page)
     log(f"index #{row['id']} of model v{version}: {upserted} chunks upserted again")
     n = index.count()

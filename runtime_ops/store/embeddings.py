@@ -120,9 +120,10 @@ class Embeddings(Repository):
             last = rows[-1].chunk_id
 
     def iter_current_vectors(
-        self, model_version: int, batch_size: int = 5000
+        self, model_version: int, batch_size: int = 5000, *, shard: Shard | None = None
     ) -> Iterator[list[tuple[int, int, bytes]]]:
-        """(chunk_id, document_id, vector bytes) of current chunks embedded with `model_version`, by page."""
+        """(chunk_id, document_id, vector bytes) of current chunks embedded with `model_version` (of `shard`
+        only), by page."""
         last = 0
         while True:
             with self.tx() as conn:
@@ -136,6 +137,7 @@ class Embeddings(Repository):
                             _D.c.status == "ok",
                             _E.c.chunk_id > last,
                             self.owned(_D),
+                            _in_shard(shard),
                         )
                     )
                     .order_by(_E.c.chunk_id)

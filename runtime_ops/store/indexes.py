@@ -3,16 +3,18 @@ pipeline's serving one (the `retrieval_index` alias)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, bindparam, insert, select, update
 
 from runtime_ops.store import schema as t
-from runtime_ops.store.engine import utcnow
+from runtime_ops.store.engine import upsert, utcnow
 from runtime_ops.store.scope import Repository, row_dict
 
 _I = t.retrieval_indexes
 _A = t.aliases
+_S = t.index_shards
 # Built once: every search request reads it, and building the statement costs more than running it.
 _SERVING = (
     select(_I)
@@ -21,6 +23,29 @@ _SERVING = (
 )
 
 FILLING, READY, DROPPED = "filling", "ready", "dropped"
+
+
+@dataclass(frozen=True)
+class ShardProgress:
+    """The shards of an index filled by a backfill: `count` planned (0: the index has no plan, one process fills
+    it), `filled` of them done, `chunks` upserted by the filled ones."""
+
+    count: int
+    filled: tuple[int, ...]
+    chunks: int
+
+    @property
+    def planned(self) -> bool:
+        return self.count > 0
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        done = set(self.filled)
+        return tuple(i for i in range(self.count) if i not in done)
+
+    @property
+    def complete(self) -> bool:
+        return self.planned and not self.missing
 
 
 class Indexes(Repository):
@@ -107,3 +132,50 @@ class Indexes(Repository):
         """The index the scope's `retrieval_index` alias points at (one query: every search request asks)."""
         rows = self.fetch(_SERVING, {"pipeline": self.owner("read the serving index")})
         return dict(rows[0]._mapping) if rows else None
+
+    def plan_shards(self, index_id: int, count: int) -> ShardProgress:
+        """Plan the fill of index `index_id` in `count` shards (idempotent: a plan already made stays, and a plan
+        of a different count is refused, since its shards would cover other chunks)."""
+        progress = self.shard_progress(index_id)
+        if progress.planned and progress.count != count:
+            raise ValueError(
+                f"index #{index_id} is already being filled in {progress.count} shards, not {count}: finish that "
+                f"backfill (or drop the index) before filling it in {count}"
+            )
+        now = utcnow()
+        with self.tx() as conn:
+            rows = [{"index_id": index_id, "shard": i, "shard_count": count, "planned_at": now} for i in range(count)]
+            conn.execute(upsert(_S, conn).on_conflict_do_nothing(), rows)
+        return self.shard_progress(index_id)
+
+    def mark_shard_filled(
+        self, index_id: int, shard: int, *, chunks: int, centroid_sum: bytes | None, run_id: str | None
+    ) -> None:
+        """Record that `shard` of the index is embedded and upserted (`centroid_sum`: the sum of its vectors)."""
+        with self.tx() as conn:
+            cond = and_(_S.c.index_id == index_id, _S.c.shard == shard)
+            values = {"filled_at": utcnow(), "chunks": chunks, "centroid_sum": centroid_sum, "run_id": run_id}
+            conn.execute(update(_S).where(cond).values(**values))
+
+    def shard_centroids(self, index_id: int) -> list[tuple[bytes, int]]:
+        """(sum of vectors, count) of each filled shard of the index."""
+        with self.tx() as conn:
+            rows = conn.execute(
+                select(_S.c.centroid_sum, _S.c.chunks).where(
+                    and_(_S.c.index_id == index_id, _S.c.filled_at.is_not(None), _S.c.centroid_sum.is_not(None))
+                )
+            ).all()
+        return [(bytes(r.centroid_sum), int(r.chunks or 0)) for r in rows]
+
+    def shard_progress(self, index_id: int) -> ShardProgress:
+        with self.tx() as conn:
+            rows = conn.execute(
+                select(_S.c.shard, _S.c.shard_count, _S.c.filled_at, _S.c.chunks)
+                .join(_I, _I.c.id == _S.c.index_id)
+                .where(and_(_S.c.index_id == index_id, self.owned(_I)))
+                .order_by(_S.c.shard)
+            ).all()
+        if not rows:
+            return ShardProgress(0, (), 0)
+        filled = tuple(int(r.shard) for r in rows if r.filled_at is not None)
+        return ShardProgress(int(rows[0].shard_count), filled, sum(int(r.chunks or 0) for r in rows))

@@ -175,6 +175,22 @@ retrieval_indexes = Table(
     Index("ix_retrieval_indexes_pipeline_version", "pipeline", "model_version"),
 )
 
+# The shards of an index filled by a backfill (one Dagster partition each): planned when the backfill starts, marked
+# filled when the shard's chunks are embedded and upserted. An index with planned shards is complete only when every
+# one is filled; its fill then replays the change feed and marks it ready.
+index_shards = Table(
+    "index_shards",
+    metadata,
+    Column("index_id", Integer, ForeignKey("retrieval_indexes.id"), primary_key=True),
+    Column("shard", Integer, primary_key=True),
+    Column("shard_count", Integer, nullable=False),
+    Column("planned_at", UTCDateTime(), nullable=False),
+    Column("filled_at", UTCDateTime()),
+    Column("chunks", Integer),
+    Column("centroid_sum", LargeBinary),  # the sum of the shard's vectors: the model's centroid, summed over shards
+    Column("run_id", String(64)),
+)
+
 # The corpus change feed: a row per document that became current (`add`) or stopped being current (`remove`:
 # superseded by a newer version, deleted at the landing). `seq` is per pipeline and follows commit order (it is
 # taken from `change_counters` under a row lock held until the change commits), so an index that applied every
