@@ -5,9 +5,10 @@
   command parses with the real CLI it runs, and the runtime environment is a valid `Settings`.
 - The Dockerfile installs the package with the Makefile's two install commands (what README's `make install` runs).
 - docker/dagster.yaml loads with Dagster's own instance schema and, on the real PostgreSQL and S3 (moto) test
-  servers, becomes an instance with Postgres storage, the QueuedRunCoordinator and its limits, run monitoring and
-  run retries. dagster-docker is not installed locally, so the DockerRunLauncher's config is checked against the
-  real schema when it is importable and against a copy of dagster-docker 0.29.27's schema otherwise.
+  servers, becomes an instance with Postgres storage, the QueuedRunCoordinator and its limits (runs, and pools at
+  run granularity), run monitoring and run retries. dagster-docker is not installed locally, so the
+  DockerRunLauncher's config is checked against the real schema when it is importable and against a copy of
+  dagster-docker 0.29.27's schema otherwise.
 - `promtool check config` / `promtool test rules` pass, the rule tests can fail, and every metric named by the
   rules and the Grafana dashboard is in the metric contract.
 
@@ -523,6 +524,7 @@ def docker_instance_env(
 
 def test_dagster_yaml_makes_a_working_instance_on_postgres_and_s3(docker_instance_env: Path) -> None:
     import dagster as dg
+    from dagster._core.instance.config import PoolGranularity
     from dagster._core.run_coordinator import QueuedRunCoordinator
     from dagster_aws.s3.compute_log_manager import S3ComputeLogManager
     from dagster_postgres import PostgresRunStorage
@@ -538,6 +540,9 @@ def test_dagster_yaml_makes_a_working_instance_on_postgres_and_s3(docker_instanc
         limits = {lim["key"]: (lim.get("value"), lim["limit"]) for lim in queue.tag_concurrency_limits}
         assert limits["runtime_ops/lifecycle"] == ({"applyLimitPerUniqueValue": True}, 1)
         assert limits["runtime_ops/ingest"] == ({"applyLimitPerUniqueValue": True}, 4)
+        # Backfill partitions wait in the queue for a pool slot, not in a started container.
+        pools = instance.get_concurrency_config().pool_config
+        assert pools.pool_granularity == PoolGranularity.RUN and pools.default_pool_limit == 2
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         assert instance.run_retries_max_retries == 2
         # Only runs whose worker died are retried: a refused promotion launched from the UI stays one run.
@@ -578,6 +583,20 @@ def test_tag_limits_name_real_jobs(instance_yaml: dict[str, Any]) -> None:
         assert tagged, f"tag limit on {limit['key']!r}, which no job carries"
     lifecycle = {name for name, tags in jobs.items() if tags.get("runtime_ops/lifecycle") == "demo"}
     assert lifecycle >= {f"demo__{j}" for j in ("train_job", "promotion_job", "rollback_job", "reembed_job")}
+
+
+def test_pool_settings_cover_the_backfill_pool() -> None:
+    """dagster.yaml names no pool: its default limit is the embedding pool's, the only pool an asset names."""
+    from runtime_ops.definitions import defs
+    from runtime_ops.pipeline.spec import BackfillSpec
+
+    pools = {
+        assets.get_op_def_for_asset_key(key).pool
+        for assets in defs.resolve_asset_graph().assets_defs
+        for key in assets.keys
+        if assets.is_executable
+    }
+    assert pools - {None} == {BackfillSpec().pool}
 
 
 # --- Prometheus ----------------------------------------------------------------------------------------------

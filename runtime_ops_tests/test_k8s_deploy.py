@@ -8,8 +8,8 @@
   deploy/k8s/schemas/README.md), every key it sets being one the chart declares.
 - The Kubernetes files run what docker/docker-compose.yaml runs: the code server's and the ops API's entry points
   and ports, the environment variable names of each process (less what Kubernetes replaces, named in
-  `COMPOSE_ONLY_ENV`), the instance settings of docker/dagster.yaml (run queue limits, run retries, run
-  monitoring), and the PrometheusRule's groups are docker/prometheus/rules.yml's.
+  `COMPOSE_ONLY_ENV`), the instance settings of docker/dagster.yaml (run queue limits, pool granularity, run
+  retries, run monitoring), and the PrometheusRule's groups are docker/prometheus/rules.yml's.
 - The schema checks are shown to reject broken copies (a misspelt field, a wrong type, an unknown chart key).
 
 The PrometheusRule is generated from rules.yml: `python -m runtime_ops_tests.test_k8s_deploy --write-prometheusrule`.
@@ -658,6 +658,8 @@ def test_instance_settings_are_docker_dagster_yamls(values: dict[str, Any]) -> N
     docker = yaml.safe_load((DOCKER / "dagster.yaml").read_text())
     k8s = _instance_from_values(values)
     assert k8s["concurrency"]["runs"] == docker["concurrency"]["runs"]
+    # Pools hold runs in the queue in both; the embedding pool's limit differs (one host vs one-core run pods).
+    assert k8s["concurrency"]["pools"]["granularity"] == docker["concurrency"]["pools"]["granularity"] == "run"
     assert k8s["run_coordinator"] == docker["run_coordinator"]
     assert k8s["run_retries"] == docker["run_retries"]
     assert k8s["run_retries"]["retry_on_asset_or_op_failure"] is False
@@ -699,6 +701,35 @@ def test_instance_from_values_passes_dagsters_instance_schema(values: dict[str, 
     assert config["run_retries"]["retry_on_asset_or_op_failure"] is False
     assert validate_config(QueuedRunCoordinator.config_type(), instance["run_coordinator"]["config"]).success
     assert validate_config(S3ComputeLogManager.config_type(), instance["compute_logs"]["config"]).success
+
+
+def test_instance_from_values_holds_pooled_runs_in_the_queue(values: dict[str, Any], tmp_path: Path) -> None:
+    """The chart's instance, as a real DagsterInstance (SQLite storage instead of PostgreSQL: storage does not change
+    the concurrency settings): the embedding pool is enforced when runs are dequeued, below the run limit."""
+    import dagster as dg
+    from dagster._core.instance.config import PoolGranularity
+    from dagster._core.run_coordinator import QueuedRunCoordinator
+
+    instance_yaml = _instance_from_values(values)
+    for section in ("run_launcher", "compute_logs"):  # dagster-k8s is image-only; S3 is not reached here
+        del instance_yaml[section]
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(instance_yaml))
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
+        config = instance.get_concurrency_config()
+        assert config.pool_config.pool_granularity == PoolGranularity.RUN
+        assert config.pool_config.default_pool_limit == values["concurrency"]["pools"]["defaultLimit"]
+        assert config.run_queue_config is not None
+        assert config.pool_config.default_pool_limit < config.run_queue_config.max_concurrent_runs
+
+
+def test_run_pods_request_the_cores_a_partition_embeds_with(values: dict[str, Any]) -> None:
+    from runtime_ops.pipeline.spec import BackfillSpec
+
+    resources = values["runLauncher"]["config"]["k8sRunLauncher"]["resources"]
+    assert resources["requests"]["cpu"] == str(BackfillSpec().cores)
+    # No CPU limit: runs that size their embedding workers from the node's cores would be throttled.
+    assert "cpu" not in resources.get("limits", {})
 
 
 def test_tag_limits_name_real_jobs(values: dict[str, Any]) -> None:

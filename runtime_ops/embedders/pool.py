@@ -14,7 +14,6 @@ process safe. Pages are submitted in a bounded window, so memory stays a few pag
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import warnings
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from runtime_ops.embedders.base import TextEmbedder
+from runtime_ops.embedders.cores import available_cores
 
 # A pool is worth its fork only for passes this long (forking costs ~20 ms; small syncs stay in process).
 MIN_CHUNKS = 8192
@@ -50,8 +50,7 @@ def workers_for(embedder: TextEmbedder, chunks: int) -> int:
         return 1
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(MAX_WORKERS, cores))
+    return max(1, min(MAX_WORKERS, available_cores()))
 
 
 class Pending(Protocol):

@@ -46,7 +46,9 @@ _READ_CHUNK = 1 << 20
 
 
 def _torch_threads() -> int:
-    return max(1, min(MAX_TORCH_THREADS, os.cpu_count() or 1))
+    from runtime_ops.embedders.cores import available_cores
+
+    return max(1, min(MAX_TORCH_THREADS, available_cores()))
 
 
 def model_directory_digest(directory: Path) -> str:

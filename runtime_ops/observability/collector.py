@@ -4,7 +4,7 @@ Three sources, so the numbers are the same whichever process ran the work and wh
 
 - durable series (`metric_series`): what run workers, sensors and the CLI observed (lock waits, landing lag);
 - SQL aggregates over the state store: approvals (pending, oldest age, decision latency, escalations, expiries),
-  quarantined documents, the oldest landing batch not yet ingested;
+  quarantined documents, the oldest landing batch not yet ingested, the shards of re-embedding backfills;
 - Dagster's run and event storage, read incrementally (`DagsterTracker`): step successes and failures, finished
   runs, queue latency and run duration, labelled with the run's `runtime_ops/pipeline` tag ("none" without).
   The first scrape reads the whole history; later ones only what changed.
@@ -317,7 +317,12 @@ class RuntimeOpsCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             families: list[Metric] = []
-            for section, part in (("store", self._series), ("sql", self._aggregates), ("dagster", self._dagster)):
+            for section, part in (
+                ("store", self._series),
+                ("sql", self._aggregates),
+                ("sql", self._backfills),
+                ("dagster", self._dagster),
+            ):
                 try:
                     families.extend(part())
                 except Exception as exc:  # one failing source must not take the others down
@@ -374,6 +379,15 @@ class RuntimeOpsCollector(Collector):
                 _add_value(quarantined, [pipeline, code], n)
         out.extend((latency, quarantined))
         return out
+
+    def _backfills(self) -> list[Metric]:
+        """Shards planned and filled of every index a backfill is still filling (no series once it is ready)."""
+        planned = _family("runtime_ops_index_shards_planned")
+        filled = _family("runtime_ops_index_shards_filled")
+        for b in self.store.scoped(None).indexes.backfills():
+            _add_value(planned, [b.pipeline, str(b.model_version)], b.planned)
+            _add_value(filled, [b.pipeline, str(b.model_version)], b.filled)
+        return [planned, filled]
 
     def _dagster(self) -> list[Metric]:
         self._tracker_ok = False

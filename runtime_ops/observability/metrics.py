@@ -194,7 +194,25 @@ _SEARCH_DEFS: tuple[MetricDef, ...] = (
         "api",
     ),
 )
-_DEFS = (*_DEFS, *_SEARCH_DEFS)
+# Re-embedding backfills (`<pipeline>/shadow_embeddings`, one shard per partition): the indexes still `filling` with
+# a plan in index_shards; a version's series go away once its index is ready (or dropped).
+_BACKFILL_DEFS: tuple[MetricDef, ...] = (
+    MetricDef(
+        "runtime_ops_index_shards_planned",
+        "gauge",
+        ("pipeline", "model_version"),
+        "Shards planned for a model version's index being filled by a backfill (one shadow_embeddings partition each).",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_index_shards_filled",
+        "gauge",
+        ("pipeline", "model_version"),
+        "Shards of a model version's index being filled by a backfill that are embedded and upserted.",
+        "sql",
+    ),
+)
+_DEFS = (*_DEFS, *_SEARCH_DEFS, *_BACKFILL_DEFS)
 
 # The contract: the names the Grafana dashboard and the Prometheus rules use. Keep them exactly.
 METRIC_NAMES: tuple[str, ...] = tuple(d.name for d in _DEFS)

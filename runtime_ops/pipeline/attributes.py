@@ -368,6 +368,13 @@ class BackfillAttributes(dg.Resolvable, dg.Model):
         description="Dagster concurrency pool of the partitions: its limit (dagster.yaml `concurrency.pools`, or "
         "`dagster instance concurrency set`) is how many embed at once.",
     )
+    cores: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Cores each partition run embeds with (forked workers, BLAS and torch threads): size the run "
+        "workers (Kubernetes Job pods) for it; parallelism comes from the pool's limit, not from each run.",
+    )
 
 
 class TimeoutAttributes(dg.Resolvable, dg.Model):

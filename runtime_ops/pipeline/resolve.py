@@ -218,7 +218,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         sensor_interval_s=settings.sensor_seconds(0) or None,
         vector_store=_vector_store(attrs, settings),
         retention=RetentionSpec(keep_previous=attrs.retention.keep_previous, keep_recent=attrs.retention.keep_recent),
-        backfill=BackfillSpec(shards=attrs.backfill.shards, pool=attrs.backfill.pool),
+        backfill=BackfillSpec(shards=attrs.backfill.shards, pool=attrs.backfill.pool, cores=attrs.backfill.cores),
         timeouts=_timeouts(attrs, settings),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

@@ -189,10 +189,11 @@ class RetentionSpec:
 @dataclass(frozen=True)
 class BackfillSpec:
     """How a model version's embeddings are spread over a Dagster backfill: `shards` partitions of
-    shadow_embeddings, run side by side within the concurrency pool `pool`."""
+    shadow_embeddings, run side by side within the concurrency pool `pool`, each embedding with `cores` cores."""
 
     shards: int = 8
     pool: str = "runtime_ops_embedding"
+    cores: int = 1  # cores each partition run embeds with (its share of a worker: the pool runs several)
 
 
 # The run tag carrying each step's timeout in seconds (`0`: unbounded): jobs get it from their pipeline's

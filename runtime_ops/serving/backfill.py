@@ -52,6 +52,7 @@ def target_version(context: dg.AssetExecutionContext, store: StateStore) -> int:
 def fill_partition(
     context: dg.AssetExecutionContext, store: StateStore, locks: LocksResource, spec: PipelineSpec
 ) -> dg.MaterializeResult:
+    from runtime_ops.embedders.cores import limited_cores
     from runtime_ops.serving.assets import pipeline_vectors
     from runtime_ops.serving.shards import fill_shard
     from runtime_ops.store.embeddings import Shard
@@ -66,7 +67,8 @@ def fill_partition(
 
     started = time.monotonic()
     try:
-        state = fill_shard(store, vectors, version, shard, guard=guard, log=context.log.info, run_id=context.run_id)
+        with limited_cores(spec.backfill.cores):
+            state = fill_shard(store, vectors, version, shard, guard=guard, log=context.log.info, run_id=context.run_id)
     except ValueError as exc:  # a plan of another shard count: retrying cannot help
         raise dg.Failure(str(exc), allow_retries=False) from None
     progress = state.progress
@@ -79,6 +81,7 @@ def fill_partition(
             "indexed": dg.MetadataValue.int(state.upserted),
             "shards_filled": dg.MetadataValue.int(len(progress.filled)),
             "shards_planned": dg.MetadataValue.int(progress.count),
+            "cores": dg.MetadataValue.int(spec.backfill.cores),
             "index_complete": state.finished or state.already_ready,
             "vector_store": vectors.describe(),
             "duration_s": dg.MetadataValue.float(round(time.monotonic() - started, 3)),

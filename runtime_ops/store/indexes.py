@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, select, update
+from sqlalchemy import and_, bindparam, func, insert, select, update
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert, utcnow
@@ -46,6 +46,16 @@ class ShardProgress:
     @property
     def complete(self) -> bool:
         return self.planned and not self.missing
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """The shards of a model version's indexes still being filled by a backfill: `planned`, `filled` of them."""
+
+    pipeline: str
+    model_version: int
+    planned: int
+    filled: int
 
 
 class Indexes(Repository):
@@ -179,3 +189,15 @@ class Indexes(Repository):
             return ShardProgress(0, (), 0)
         filled = tuple(int(r.shard) for r in rows if r.filled_at is not None)
         return ShardProgress(int(rows[0].shard_count), filled, sum(int(r.chunks or 0) for r in rows))
+
+    def backfills(self) -> list[Backfill]:
+        """Shards planned and filled per (pipeline, model version) of the indexes still `filling` with a plan (a
+        dropped or ready index is left out), in one aggregate; every pipeline's on an unscoped store."""
+        rows = self.fetch(
+            select(_I.c.pipeline, _I.c.model_version, func.count().label("planned"), func.count(_S.c.filled_at))
+            .select_from(_S.join(_I, _I.c.id == _S.c.index_id))
+            .where(and_(_I.c.status == FILLING, self.owned(_I)))
+            .group_by(_I.c.pipeline, _I.c.model_version)
+            .order_by(_I.c.pipeline, _I.c.model_version)
+        )
+        return [Backfill(str(p), int(v), int(planned), int(filled)) for p, v, planned, filled in rows]

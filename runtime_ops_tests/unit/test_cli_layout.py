@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import tomllib
+from pathlib import Path
+
+import pytest
 
 from runtime_ops.cli import build_parser
 from runtime_ops.cli.local import CHECKOUT, DEV_INSTANCE
@@ -14,6 +18,23 @@ def test_dev_finds_its_instance_and_the_dg_project() -> None:
     assert tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["dg"]["directory_type"] == "project"
     # `dg dev` runs in the checkout: a dagster.yaml there would be ignored by Dagster, with a warning.
     assert not (CHECKOUT / "dagster.yaml").exists()
+
+
+def test_dev_instance_holds_pooled_runs_in_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dev instance as `runtime-ops dev` makes it (DAGSTER_HOME holding a copy): a backfill's partition runs
+    wait in the run queue for a slot of their pool, below the run limit, instead of in started processes."""
+    import dagster as dg
+    from dagster._core.instance.config import PoolGranularity
+    from dagster._core.run_coordinator import QueuedRunCoordinator
+
+    shutil.copyfile(DEV_INSTANCE, tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with dg.DagsterInstance.get() as instance:
+        assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
+        config = instance.get_concurrency_config()
+        assert config.pool_config.pool_granularity == PoolGranularity.RUN
+        assert config.run_queue_config is not None
+        assert config.pool_config.default_pool_limit == 2 < config.run_queue_config.max_concurrent_runs
 
 
 def test_every_command_group_is_registered() -> None:

@@ -42,6 +42,8 @@ CONTRACT = {
     "runtime_ops_lock_wait_seconds": ("histogram", ("lock", "outcome")),
     "runtime_ops_search_latency_seconds": ("histogram", ("pipeline", "route")),
     "runtime_ops_search_results_total": ("counter", ("pipeline", "model_version")),
+    "runtime_ops_index_shards_planned": ("gauge", ("pipeline", "model_version")),
+    "runtime_ops_index_shards_filled": ("gauge", ("pipeline", "model_version")),
 }
 
 

@@ -1,0 +1,163 @@
+"""A new model version's embeddings as a Dagster backfill on a real deployment (topology.py: dagster-daemon, a gRPC
+code server, the webserver's GraphQL, Dagster storage on PostgreSQL) with the state store and the vector store on
+PostgreSQL + pgvector.
+
+The backfill of shadow_embeddings' 8 partitions is launched as the UI launches one (GraphQL
+`launchPartitionBackfill`); the instance's pool limit of 2 at run granularity lets two partition runs embed at a
+time. One run's worker is SIGKILLed after it has committed part of its shard: Dagster's run retry resumes it and
+embeds only the rest. While a shard is missing the candidate's index is refused (a promotion would be too); once
+every partition is done the index is complete, and bringing it up to date embeds nothing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from bench._synth import make_production, seed_corpus
+from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, incomplete_backfill, shard_key
+from runtime_ops.store import open_store
+from runtime_ops.store.embeddings import Shard
+from runtime_ops.vectors.factory import open_vector_store
+from runtime_ops_tests.topology import wait_for
+
+SHARDS = 8
+CHUNKS = SHARDS * 2600  # three pages of EMBED_BATCH per shard
+ASSET = ["demo", "shadow_embeddings"]
+POOLS = """
+concurrency:
+  pools:
+    granularity: run
+    default_limit: 2
+"""
+
+LAUNCH = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on UnauthorizedError { message }
+  }
+}
+"""
+
+
+def _overlap(records: list[Any]) -> int:
+    """The most runs that were executing at the same moment."""
+    edges = sorted([(r.start_time, 1) for r in records] + [(r.end_time, -1) for r in records])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_partition_and_completes_the_index(
+    env: Any, pgvector_url: str, topology: Any, tmp_path: Path
+) -> None:
+    env(database_url=pgvector_url, RUNTIME_OPS_VECTOR_STORE=pgvector_url)
+    seed_corpus(pgvector_url, CHUNKS)
+    production = make_production(pgvector_url, seed=1, embed=False)["production_version"]
+    candidate = make_production(pgvector_url, seed=2, embed=False)["production_version"]
+    store = open_store(pgvector_url, pipeline="demo", migrate=False)
+    store.registry.set_alias("production", production, actor="test")
+    store.registry.set_alias("candidate", candidate, actor="test")
+    vectors = open_vector_store(pgvector_url)
+
+    # Each committed page pauses the worker: time to see a shard half done and kill its run there.
+    topo = topology(RUNTIME_OPS_FAILPOINTS="embeddings.batch=sleep:1.5")
+    with (topo.home / "dagster.yaml").open("a") as f:
+        f.write(POOLS)
+    # The pool's limit set as an operator does (`dagster instance concurrency set`): a limit that only comes from
+    # `default_limit` is created by the daemon's first dequeue of the pool, which does not enforce it yet (Dagster
+    # 1.13 reads the configured pools before it initialises the new one), so a first backfill would start them all.
+    subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "instance", "concurrency", "set", "runtime_ops_embedding", "2"],
+        env=topo.environ,
+        check=True,
+        capture_output=True,
+    )
+    topo.start_code_server()
+    topo.set_sensors(running=set())
+    topo.start_daemon()
+    topo.start_webserver()
+
+    keys = [shard_key(i, SHARDS) for i in range(SHARDS)]
+    params = {"partitionNames": keys, "assetSelection": [{"path": ASSET}], "fromFailure": False}
+    launched = topo.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    backfill_id = launched["backfillId"]
+
+    def backfill_runs() -> list[Any]:
+        return topo.instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+
+    # The first partition run to embed: killed once its shard is part-way embedded (a page or two committed).
+    def half_done() -> tuple[Any, Shard, int] | None:
+        for run in backfill_runs():
+            if run.status.value != "STARTED":
+                continue
+            shard = Shard(int(run.tags["dagster/partition"]), SHARDS)
+            counts = store.embeddings.embedding_counts(candidate, shard=shard)
+            if 0 < counts["embedded"] < counts["current_chunks"]:
+                return run, shard, counts["current_chunks"]
+        return None
+
+    victim, shard, shard_chunks = wait_for(half_done, 240, "a partition run half-way through its shard", 0.1)
+    topo.kill_worker(victim.run_id)
+    kept = store.embeddings.embedding_counts(candidate, shard=shard)["embedded"]
+    assert 0 < kept < shard_chunks
+
+    # Not complete, so not promotable: the refusal names the missing partitions, the killed one among them.
+    why = incomplete_backfill(store, vectors, candidate)
+    assert why is not None and shard_key(shard.index, SHARDS) in why.split("(partitions ")[1]
+    try:
+        ensure_index(store, vectors, candidate)
+        raise AssertionError("an index with shards missing was completed")
+    except IndexIncomplete as exc:
+        assert "of shadow_embeddings" in str(exc)
+
+    # Dagster's run retry (a worker that died, not a step that failed) resumes the killed partition.
+    failed = topo.wait_for_run(victim.run_id, timeout=120)
+    assert failed.status.value == "FAILURE"
+    resumed = topo.final_run(victim.run_id, timeout=300)
+    assert resumed.status.value == "SUCCESS" and resumed.tags.get("dagster/parent_run_id") == victim.run_id
+
+    def all_materialized() -> bool:
+        done = topo.instance.get_materialized_partitions(dg.AssetKey(ASSET))
+        return set(done) == set(keys)
+
+    wait_for(all_materialized, 300, "every partition of shadow_embeddings materialized")
+    wait_for(lambda: all(r.status.value in ("SUCCESS", "FAILURE") for r in backfill_runs()), 60, "runs to end")
+
+    # The resumed run embedded only what the killed one had not committed.
+    [event] = [
+        e
+        for e in topo.instance.all_logs(resumed.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+        if e.dagster_event is not None
+    ]
+    meta = event.dagster_event.event_specific_data.materialization.metadata
+    assert meta["embedded_now"].value == shard_chunks - kept
+    assert meta["indexed"].value == shard_chunks
+
+    # Two partition runs embedded side by side, never more than the pool's limit.
+    records = [topo.instance.get_run_record_by_id(r.run_id) for r in backfill_runs()]
+    assert _overlap([r for r in records if r.start_time and r.end_time]) == 2
+
+    # Complete: ready, every chunk once, the candidate promotable with nothing left to embed.
+    row = store.indexes.index_for(candidate, vectors.kind, vectors.describe())
+    assert row is not None and row["status"] == "ready" and row["n_chunks"] == CHUNKS
+    assert store.embeddings.embedding_counts(candidate) == {"current_chunks": CHUNKS, "embedded": CHUNKS}
+    assert incomplete_backfill(store, vectors, candidate) is None
+    state = ensure_index(store, vectors, candidate)
+    assert not state.filled and state.embedded == 0 and state.n_chunks == CHUNKS
+    backfill = topo.instance.get_backfill(backfill_id)
+    took = time.time() - backfill.backfill_timestamp
+    print(f"backfill {backfill_id}: {backfill.status.value}, {len(records)} runs, {took:.1f} s")
+    topo.assert_running()
