@@ -132,3 +132,33 @@ def _row(store: StateStore, vectors: VectorStore, version: int) -> dict[str, Any
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     assert row is not None
     return row
+
+
+def test_documents_that_change_during_the_backfill_are_in_the_finished_index(world: Any) -> None:
+    from runtime_ops.store import NewObject
+
+    store, vectors, url, version = world
+    _fill(store, vectors, url, version, 0)
+    _fill(store, vectors, url, version, 1)
+    # Mid-backfill: a new document whose chunks fall in shards already filled and in shards still to come, and a
+    # document whose chunks shard 0 already indexed is deleted at the landing.
+    batch = store.ledger.record_batch("test://", [NewObject("late.md", "v1", 100, None)])
+    assert batch is not None
+    [doc] = store.documents.batch_documents(batch["id"])
+    store.documents.store_chunks(doc["id"], [f"late chunk {i} about pgvector shards" for i in range(6)])
+    first_page = next(store.documents.iter_current_chunks(batch_size=50))
+    gone_key = next(key for cid, key, _ in first_page if cid % SHARDS == 0 and key != "late.md")
+    gone_id = store.documents.remove_key(gone_key, reason="deleted at the landing")
+    assert gone_id is not None
+    _fill(store, vectors, url, version, 2)
+    last = _fill(store, vectors, url, version, 3)
+    assert last.finished
+    current = store.embeddings.embedding_counts(version)
+    row = _row(store, vectors, version)
+    index = vectors.open(IndexName("demo", version), int(row["dim"]))
+    # Every current chunk exactly once: the late document's chunks in, the deleted document's out.
+    assert row["n_chunks"] == index.count() == current["current_chunks"] == current["embedded"]
+    late_chunks = [c for c, _, _, _ in store.embeddings.chunks_of_documents(version, [int(doc["id"])])]
+    assert len(late_chunks) == 6 and index.missing(late_chunks) == []
+    gone_chunks = [c for c, key, _ in first_page if key == gone_key]
+    assert index.missing(gone_chunks) == gone_chunks

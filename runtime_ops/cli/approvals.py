@@ -112,7 +112,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
     from runtime_ops.components.loading import get_spec
     from runtime_ops.locks.factory import open_locker
-    from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
+    from runtime_ops.models import promotion as p
     from runtime_ops.saga.engine import plan, run
     from runtime_ops.vectors.factory import pipeline_vector_store
 
@@ -126,20 +126,25 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     vectors = pipeline_vector_store(get_spec(store.pipeline).vector_store)
+    refusal = p.backfill_refusal(store, vectors, version)
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 1
     if args.dry_run:
         print(f"dry run: promoting candidate v{version} ({request['id']}) would make these transitions:")
-        steps = promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=None)
+        steps = p.promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=None)
         for line in plan(steps, {}):
             print(f"  - {line}")
         print("nothing was changed")
         return 0
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
-    with open_locker(get_settings()).hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
-        steps = promotion_steps(
+    lock = p.lock_name(store.pipeline)
+    with open_locker(get_settings()).hold(lock, ttl_ms=p.LOCK_TTL_MS, wait_s=p.LOCK_WAIT_S) as lease:
+        steps = p.promotion_steps(
             store, vectors, version=version, request=request, fence=lease.fence, run_id=None, log=print
         )
         outcome = run(
-            saga_id(request), steps, {}, StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
+            p.saga_id(request), steps, {}, p.StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
         )
     print(f"saga {outcome.saga_id}: {outcome.status}")
     return 0 if outcome.status == "done" or (args.compensate and outcome.status == "compensated") else 1

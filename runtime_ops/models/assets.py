@@ -154,10 +154,17 @@ def promote(
     until the decision), a one-line `dg.Failure` when promotion is refused."""
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
     from runtime_ops.locks.base import LockError
-    from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps, saga_id
+    from runtime_ops.models.promotion import (
+        LOCK_TTL_MS,
+        LOCK_WAIT_S,
+        StoreJournal,
+        backfill_refusal,
+        lock_name,
+        promotion_steps,
+        saga_id,
+    )
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
     from runtime_ops.serving.assets import pipeline_vectors
-    from runtime_ops.serving.vector_index import incomplete_backfill
 
     approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
     try:
@@ -174,14 +181,10 @@ def promote(
         raise dg.Failure(str(exc), allow_retries=False) from None
     previous = store.registry.alias("production")
     vectors = pipeline_vectors(spec)
-    blocked = incomplete_backfill(store, vectors, version)
-    if blocked is not None:
-        # Filling the rest here would redo in one run what the backfill spreads over many: wait for it instead.
-        raise dg.Failure(
-            f"refusing to promote v{version} yet: {blocked}. Then materialize production_model again"
-            + (f" (approval {approval_id})" if approval_id else ""),
-            allow_retries=False,
-        )
+    refusal = backfill_refusal(store, vectors, version)
+    if refusal is not None:
+        again = f"materialize production_model with approval {request['id']}"
+        raise dg.Failure(f"{refusal} ({again})", allow_retries=False)
     if config.dry_run:
         steps = promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=context.run_id)
         lines = plan(steps, {})

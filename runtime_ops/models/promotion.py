@@ -12,7 +12,7 @@ from typing import Any
 
 from runtime_ops.faults import failpoint
 from runtime_ops.saga.engine import SagaState, Step
-from runtime_ops.serving.vector_index import ensure_index
+from runtime_ops.serving.vector_index import ensure_index, incomplete_backfill
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import VectorStore
 
@@ -44,6 +44,13 @@ class StoreJournal:
         self.store.sagas.save_saga(
             state.saga_id, kind=self.kind, status=state.status, steps=state.steps, error=state.error, owner=self.owner
         )
+
+
+def backfill_refusal(store: StateStore, vectors: VectorStore, version: int) -> str | None:
+    """Why `version` cannot be promoted yet (a backfill is still filling its index), or None. Filling the rest
+    inside the promotion would redo in one run, under the promotion lock, what the backfill spreads over many."""
+    why = incomplete_backfill(store, vectors, version)
+    return None if why is None else f"refusing to promote v{version} yet: {why}; promote again once it is"
 
 
 def saga_id(request: dict[str, Any]) -> str:
