@@ -85,7 +85,7 @@ def evaluate_candidate(
     started = time.monotonic()
     try:
         cand_embedder = load_embedder(store, candidate_version, spec.embedder)
-        cand = score_candidate(store, cand_embedder, questions)
+        cand = score_candidate(store, candidate_version, cand_embedder, questions)
         prod = None
         if production_version is not None:
             # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
@@ -186,6 +186,8 @@ def evaluate_candidate(
             "evaluation_seconds": f"{eval_s:.3f}",
             **usage_metadata(cand_embedder),
             "chunks": str(cand.chunks),
+            # Candidate vectors read from a backfill's store (shadow_embeddings) rather than embedded here.
+            "candidate_vectors_stored": str(cand.stored),
             "comparison": dg.MetadataValue.md(markdown),
             "history": dg.MetadataValue.md(
                 _history(

@@ -4,6 +4,8 @@ The corpus is streamed page by page: the candidate embeds each page and the page
 `StreamingRanker` (best score per question and document) and dropped, so memory grows with questions x
 documents, never with chunks x dimensions. The production model is not re-embedded: its vectors are already
 stored for serving and are read back the same way (any chunk not yet embedded is embedded and stored first).
+Neither is what a backfill (`shadow_embeddings`) already stored for the candidate: only the rest is embedded,
+and not stored, so a rejected candidate leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Scored:
     ranked: list[list[str]]  # top documents per question, same order
     per_question: dict[str, np.ndarray]  # metric -> value per question
     chunks: int
+    stored: int = 0  # of `chunks`, how many were read from stored vectors instead of embedded
 
     @property
     def means(self) -> dict[str, float]:
@@ -35,9 +38,19 @@ class Scored:
         return out
 
 
-def _candidate_pages(store: StateStore, embedder: TextEmbedder) -> Iterator[tuple[list[str], np.ndarray]]:
-    for page in store.documents.iter_current_chunks(batch_size=PAGE):
-        yield [key for _, key, _ in page], embedder.embed([text for _, _, text in page])
+def _candidate_pages(
+    store: StateStore, version: int, embedder: TextEmbedder, reused: list[int]
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    for page in store.embeddings.iter_current_chunks_with_vectors(version, batch_size=PAGE):
+        vectors = np.empty((len(page), embedder.dim), dtype=np.float32)
+        missing = [i for i, (_, _, _, raw) in enumerate(page) if raw is None]
+        if missing:
+            vectors[missing] = embedder.embed([page[i][2] for i in missing])
+        for i, (_, _, _, raw) in enumerate(page):
+            if raw is not None:
+                vectors[i] = np.frombuffer(raw, dtype="<f4")
+        reused[0] += len(page) - len(missing)
+        yield [key for _, key, _, _ in page], vectors
 
 
 def _stored_pages(store: StateStore, version: int, dim: int) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -71,9 +84,16 @@ def score_pages(
     return Scored(selected, kept_ranked, per_question_metrics(kept_ranked, narrowed, ks), chunks)
 
 
-def score_candidate(store: StateStore, embedder: TextEmbedder, questions: Sequence[GoldenQuestion]) -> Scored:
+def score_candidate(
+    store: StateStore, version: int, embedder: TextEmbedder, questions: Sequence[GoldenQuestion]
+) -> Scored:
+    """Score candidate `version` (embedded by `embedder`) without storing anything: its stored vectors where a
+    backfill left them, the other chunks embedded page by page."""
     query_vecs = embedder.embed([q.question for q in questions])
-    return score_pages(_candidate_pages(store, embedder), query_vecs, questions)
+    reused = [0]
+    scored = score_pages(_candidate_pages(store, version, embedder, reused), query_vecs, questions)
+    scored.stored = reused[0]
+    return scored
 
 
 def score_stored(

@@ -119,6 +119,27 @@ class Embeddings(Repository):
             yield [(r.chunk_id, r.key, bytes(r.vector)) for r in rows]
             last = rows[-1].chunk_id
 
+    def iter_current_chunks_with_vectors(
+        self, model_version: int, batch_size: int = 5000
+    ) -> Iterator[list[tuple[int, str, str, bytes | None]]]:
+        """(chunk_id, document key, text, vector bytes or None) of every current chunk in id order, with its
+        vector for `model_version` where one is stored: a reader embeds only the chunks that have none."""
+        last = 0
+        while True:
+            with self.tx() as conn:
+                rows = conn.execute(
+                    select(_C.c.id, _D.c.key, _C.c.text, _E.c.vector)
+                    .join(_D, _D.c.id == _C.c.document_id)
+                    .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
+                    .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
+                    .order_by(_C.c.id)
+                    .limit(batch_size)
+                ).all()
+            if not rows:
+                return
+            yield [(r.id, r.key, r.text, None if r.vector is None else bytes(r.vector)) for r in rows]
+            last = rows[-1].id
+
     def iter_current_vectors(
         self, model_version: int, batch_size: int = 5000, *, shard: Shard | None = None
     ) -> Iterator[list[tuple[int, int, bytes]]]:
