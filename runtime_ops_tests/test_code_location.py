@@ -110,7 +110,7 @@ def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> No
     defs = _dg_json(["list", "defs"], tmp_path)
     assets = {a["asset_key"]: a for a in defs["assets"]}
     names = "raw_documents document_chunks embedding_model golden_questions evaluation_report production_model"
-    names += " document_embeddings retrieval_index rag_answers production_evaluation"
+    names += " document_embeddings shadow_embeddings retrieval_index rag_answers production_evaluation"
     assert set(assets) == {f"demo/{n}" for n in names.split()}
     # Every one of them comes from the demo pipeline's declaration.
     assert {a["source"].split(":")[0] for a in assets.values()} == {"runtime_ops/defs/demo/defs.yaml"}

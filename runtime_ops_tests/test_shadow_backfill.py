@@ -20,7 +20,7 @@ from typing import Any
 import dagster as dg
 
 from bench._synth import make_production, seed_corpus
-from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, incomplete_backfill, shard_key
+from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, incomplete_backfill
 from runtime_ops.store import open_store
 from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
@@ -89,7 +89,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
     topo.start_daemon()
     topo.start_webserver()
 
-    keys = [shard_key(i, SHARDS) for i in range(SHARDS)]
+    keys = [Shard(i, SHARDS).key for i in range(SHARDS)]
     params = {"partitionNames": keys, "assetSelection": [{"path": ASSET}], "fromFailure": False}
     launched = topo.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
@@ -116,7 +116,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
 
     # Not complete, so not promotable: the refusal names the missing partitions, the killed one among them.
     why = incomplete_backfill(store, vectors, candidate)
-    assert why is not None and shard_key(shard.index, SHARDS) in why.split("(partitions ")[1]
+    assert why is not None and shard.key in why.split("(partitions ")[1]
     try:
         ensure_index(store, vectors, candidate)
         raise AssertionError("an index with shards missing was completed")

@@ -15,8 +15,8 @@ from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
-from runtime_ops.serving.vector_index import shard_key
 from runtime_ops.store import StateStore
+from runtime_ops.store.embeddings import Shard
 
 MODEL_VERSION_TAG = "runtime_ops/model_version"
 # A partition waits this long for another one's upserts (a shard of a large corpus takes a while to upsert).
@@ -26,7 +26,7 @@ GUARD_TTL_MS = 30_000
 
 def shard_partitions(spec: PipelineSpec) -> dg.StaticPartitionsDefinition:
     count = spec.backfill.shards
-    return dg.StaticPartitionsDefinition([shard_key(i, count) for i in range(count)])
+    return dg.StaticPartitionsDefinition([Shard(i, count).key for i in range(count)])
 
 
 def target_version(context: dg.AssetExecutionContext, store: StateStore) -> int:
@@ -55,7 +55,6 @@ def fill_partition(
     from runtime_ops.embedders.cores import limited_cores
     from runtime_ops.serving.assets import pipeline_vectors
     from runtime_ops.serving.shards import fill_shard
-    from runtime_ops.store.embeddings import Shard
 
     version = target_version(context, store)
     shard = Shard(int(context.partition_key), spec.backfill.shards)

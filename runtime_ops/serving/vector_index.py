@@ -27,6 +27,7 @@ from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing, record_drift
 from runtime_ops.store import StateStore
 from runtime_ops.store.changes import ADD, REMOVE
+from runtime_ops.store.embeddings import Shard
 from runtime_ops.store.indexes import READY, ShardProgress
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
@@ -145,7 +146,7 @@ def backfill_missing(version: int, shards: ShardProgress) -> str:
     return (
         f"the index of model v{version} is being filled by a backfill of {shards.count} shards: "
         f"{len(shards.filled)} filled, {len(shards.missing)} to go (partitions "
-        f"{', '.join(shard_key(i, shards.count) for i in shards.missing)} of shadow_embeddings); it is complete "
+        f"{', '.join(Shard(i, shards.count).key for i in shards.missing)} of shadow_embeddings); it is complete "
         "when every partition has been materialized (a killed partition run resumes where it stopped)"
     )
 
@@ -157,11 +158,6 @@ def incomplete_backfill(store: StateStore, vectors: VectorStore, version: int) -
         return None
     shards = store.indexes.shard_progress(int(row["id"]))
     return backfill_missing(version, shards) if shards.planned and not shards.complete else None
-
-
-def shard_key(index: int, count: int) -> str:
-    """The partition key of shard `index` of `count` (zero-padded, so the UI lists them in order)."""
-    return f"{index:0{len(str(count - 1))}d}"
 
 
 def filling_index(

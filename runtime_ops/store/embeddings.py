@@ -33,6 +33,11 @@ class Shard:
         if self.count < 1 or not 0 <= self.index < self.count:
             raise ValueError(f"a shard is an index in [0, count) of count >= 1, got {self.index} of {self.count}")
 
+    @property
+    def key(self) -> str:
+        """The shard's name (shadow_embeddings' partition key), zero-padded so a list of them sorts in order."""
+        return f"{self.index:0{len(str(self.count - 1))}d}"
+
 
 def _in_shard(shard: Shard | None) -> ColumnElement[bool]:
     return true() if shard is None or shard.count == 1 else (_C.c.id % shard.count) == shard.index
