@@ -17,10 +17,17 @@ from runtime_ops_tests.topology import Topology
 # The slowest files (minutes of waiting on subprocesses) are handed out first, so that under pytest-xdist (`make
 # test`) no worker is left running one of them alone at the end while the other idles. The rest keep their order.
 _SLOW_FIRST = (
-    "test_topology_e2e.py",
+    "test_shadow_backfill.py",
+    "test_dev_crash_recovery.py",
+    "test_saga_crash.py",
     "test_faults.py",
+    "test_topology_e2e.py",
+    "test_dagster_ui_browser.py",
+    "test_search_api.py",
     "test_retrain_policy_flow.py",
+    "test_dev_console.py",
     "test_promotion_saga.py",
+    "test_state_integrity.py",
     "test_alerts.py",
     "test_lifecycle.py",
 )

@@ -1,6 +1,6 @@
 """shadow_embeddings: a model version's corpus embedded and indexed as a Dagster backfill, one shard per partition.
 
-Materializing every partition (the asset's Materialize button, `dg launch --partition-range`, or a backfill) spreads
+A backfill of every partition (the UI's Materialize → all partitions, or GraphQL `launchPartitionBackfill`) spreads
 the re-embedding for a new model over Dagster's run queue and launchers: runs in parallel up to the concurrency
 pool's limit, each on its own worker (a process, a container, a Kubernetes Job), each resumable. The model version
 is the run's `runtime_ops/model_version` tag, else the candidate.
