@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
@@ -149,20 +149,18 @@ class Documents(Repository):
 
     def iter_current_chunks(self, batch_size: int = 5000) -> Iterator[list[tuple[int, str, str]]]:
         """(chunk_id, document key, text) of every chunk of a current (`ok`) document, in id order."""
-        last = 0
-        while True:
-            with self.tx() as conn:
-                rows = conn.execute(
-                    select(_C.c.id, _D.c.key, _C.c.text)
-                    .join(_D, _D.c.id == _C.c.document_id)
-                    .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
-                    .order_by(_C.c.id)
-                    .limit(batch_size)
-                ).all()
-            if not rows:
-                return
+
+        def page(last: int) -> Select[Any]:
+            return (
+                select(_C.c.id, _D.c.key, _C.c.text)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
+                .order_by(_C.c.id)
+                .limit(batch_size)
+            )
+
+        for rows in self.pages(page):
             yield [(r.id, r.key, r.text) for r in rows]
-            last = rows[-1].id
 
     def current_chunk_count(self) -> int:
         """How many chunks the current corpus has (chunks of the scope's documents with status ok)."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, select, true
+from sqlalchemy import ColumnElement, Select, and_, delete, func, select, true
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert
@@ -101,78 +101,67 @@ class Embeddings(Repository):
         self, model_version: int, batch_size: int = 5000
     ) -> Iterator[list[tuple[int, str, bytes]]]:
         """(chunk_id, document key, vector bytes) for current chunks embedded with `model_version`."""
-        last = 0
-        while True:
-            with self.tx() as conn:
-                rows = conn.execute(
-                    select(_E.c.chunk_id, _D.c.key, _E.c.vector)
-                    .join(_C, _C.c.id == _E.c.chunk_id)
-                    .join(_D, _D.c.id == _C.c.document_id)
-                    .where(
-                        and_(
-                            _E.c.model_version == model_version,
-                            _D.c.status == "ok",
-                            _E.c.chunk_id > last,
-                            self.owned(_D),
-                        )
-                    )
-                    .order_by(_E.c.chunk_id)
-                    .limit(batch_size)
-                ).all()
-            if not rows:
-                return
+
+        def page(last: int) -> Select[Any]:
+            return (
+                select(_E.c.chunk_id, _D.c.key, _E.c.vector)
+                .join(_C, _C.c.id == _E.c.chunk_id)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .where(
+                    and_(_E.c.model_version == model_version, _D.c.status == "ok", _E.c.chunk_id > last, self.owned(_D))
+                )
+                .order_by(_E.c.chunk_id)
+                .limit(batch_size)
+            )
+
+        for rows in self.pages(page):
             yield [(r.chunk_id, r.key, bytes(r.vector)) for r in rows]
-            last = rows[-1].chunk_id
 
     def iter_current_chunks_with_vectors(
         self, model_version: int, batch_size: int = 5000
     ) -> Iterator[list[tuple[int, str, str, bytes | None]]]:
         """(chunk_id, document key, text, vector bytes or None) of every current chunk in id order, with its
         vector for `model_version` where one is stored: a reader embeds only the chunks that have none."""
-        last = 0
-        while True:
-            with self.tx() as conn:
-                rows = conn.execute(
-                    select(_C.c.id, _D.c.key, _C.c.text, _E.c.vector)
-                    .join(_D, _D.c.id == _C.c.document_id)
-                    .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                    .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
-                    .order_by(_C.c.id)
-                    .limit(batch_size)
-                ).all()
-            if not rows:
-                return
+
+        def page(last: int) -> Select[Any]:
+            return (
+                select(_C.c.id, _D.c.key, _C.c.text, _E.c.vector)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
+                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
+                .order_by(_C.c.id)
+                .limit(batch_size)
+            )
+
+        for rows in self.pages(page):
             yield [(r.id, r.key, r.text, None if r.vector is None else bytes(r.vector)) for r in rows]
-            last = rows[-1].id
 
     def iter_current_vectors(
         self, model_version: int, batch_size: int = 5000, *, shard: Shard | None = None
     ) -> Iterator[list[tuple[int, int, bytes]]]:
         """(chunk_id, document_id, vector bytes) of current chunks embedded with `model_version` (of `shard`
         only), by page."""
-        last = 0
-        while True:
-            with self.tx() as conn:
-                rows = conn.execute(
-                    select(_E.c.chunk_id, _C.c.document_id, _E.c.vector)
-                    .join(_C, _C.c.id == _E.c.chunk_id)
-                    .join(_D, _D.c.id == _C.c.document_id)
-                    .where(
-                        and_(
-                            _E.c.model_version == model_version,
-                            _D.c.status == "ok",
-                            _E.c.chunk_id > last,
-                            self.owned(_D),
-                            _in_shard(shard),
-                        )
+
+        def page(last: int) -> Select[Any]:
+            return (
+                select(_E.c.chunk_id, _C.c.document_id, _E.c.vector)
+                .join(_C, _C.c.id == _E.c.chunk_id)
+                .join(_D, _D.c.id == _C.c.document_id)
+                .where(
+                    and_(
+                        _E.c.model_version == model_version,
+                        _D.c.status == "ok",
+                        _E.c.chunk_id > last,
+                        self.owned(_D),
+                        _in_shard(shard),
                     )
-                    .order_by(_E.c.chunk_id)
-                    .limit(batch_size)
-                ).all()
-            if not rows:
-                return
+                )
+                .order_by(_E.c.chunk_id)
+                .limit(batch_size)
+            )
+
+        for rows in self.pages(page):
             yield [(int(r.chunk_id), int(r.document_id), bytes(r.vector)) for r in rows]
-            last = rows[-1].chunk_id
 
     def chunks_of_documents(
         self, model_version: int, document_ids: Sequence[int]

@@ -9,10 +9,10 @@ finds nothing.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, Executable, Table, true
+from sqlalchemy import ColumnElement, Engine, Executable, Select, Table, true
 from sqlalchemy.engine import Connection, Row
 
 from runtime_ops.store.engine import fetch, tx
@@ -39,6 +39,19 @@ class Repository:
     def fetch(self, statement: Executable, params: dict[str, Any] | None = None) -> list[Row[Any]]:
         """The rows of one standalone read statement, outside any transaction (`runtime_ops.store.engine.fetch`)."""
         return fetch(self.engine, statement, params)
+
+    def pages(self, page_after: Callable[[int], Select[Any]]) -> Iterator[list[Row[Any]]]:
+        """The pages of a keyset-paged read: `page_after(last)` selects the rows whose id (the first column) is
+        above `last`, in id order, one page long. Each page is its own short transaction and starts where the last
+        ended (no OFFSET re-scan); it stops at the first empty page."""
+        last = 0
+        while True:
+            with self.tx() as conn:
+                rows = list(conn.execute(page_after(last)).all())
+            if not rows:
+                return
+            yield rows
+            last = rows[-1][0]
 
     def owned(self, table: Table) -> ColumnElement[bool]:
         """The scope's filter on a pipeline-owned table (no filter when unscoped)."""
