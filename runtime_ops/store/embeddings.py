@@ -97,24 +97,36 @@ class Embeddings(Repository):
             ).scalar()
             return {"current_chunks": int(total or 0), "embedded": int(done or 0)}
 
-    def iter_current_embeddings(
-        self, model_version: int, batch_size: int = 5000
-    ) -> Iterator[list[tuple[int, str, bytes]]]:
-        """(chunk_id, document key, vector bytes) for current chunks embedded with `model_version`."""
+    def _stored_pages(
+        self, first: Any, model_version: int, batch_size: int, shard: Shard | None = None
+    ) -> Iterator[list[Any]]:
+        """Pages of (chunk_id, `first`, vector) of the current chunks (of `shard`) embedded with `model_version`."""
 
         def page(last: int) -> Select[Any]:
             return (
-                select(_E.c.chunk_id, _D.c.key, _E.c.vector)
+                select(_E.c.chunk_id, first, _E.c.vector)
                 .join(_C, _C.c.id == _E.c.chunk_id)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .where(
-                    and_(_E.c.model_version == model_version, _D.c.status == "ok", _E.c.chunk_id > last, self.owned(_D))
+                    and_(
+                        _E.c.model_version == model_version,
+                        _D.c.status == "ok",
+                        _E.c.chunk_id > last,
+                        self.owned(_D),
+                        _in_shard(shard),
+                    )
                 )
                 .order_by(_E.c.chunk_id)
                 .limit(batch_size)
             )
 
-        for rows in self.pages(page):
+        return self.pages(page)
+
+    def iter_current_embeddings(
+        self, model_version: int, batch_size: int = 5000
+    ) -> Iterator[list[tuple[int, str, bytes]]]:
+        """(chunk_id, document key, vector bytes) for current chunks embedded with `model_version`."""
+        for rows in self._stored_pages(_D.c.key, model_version, batch_size):
             yield [(r.chunk_id, r.key, bytes(r.vector)) for r in rows]
 
     def iter_current_chunks_with_vectors(
@@ -141,26 +153,7 @@ class Embeddings(Repository):
     ) -> Iterator[list[tuple[int, int, bytes]]]:
         """(chunk_id, document_id, vector bytes) of current chunks embedded with `model_version` (of `shard`
         only), by page."""
-
-        def page(last: int) -> Select[Any]:
-            return (
-                select(_E.c.chunk_id, _C.c.document_id, _E.c.vector)
-                .join(_C, _C.c.id == _E.c.chunk_id)
-                .join(_D, _D.c.id == _C.c.document_id)
-                .where(
-                    and_(
-                        _E.c.model_version == model_version,
-                        _D.c.status == "ok",
-                        _E.c.chunk_id > last,
-                        self.owned(_D),
-                        _in_shard(shard),
-                    )
-                )
-                .order_by(_E.c.chunk_id)
-                .limit(batch_size)
-            )
-
-        for rows in self.pages(page):
+        for rows in self._stored_pages(_C.c.document_id, model_version, batch_size, shard):
             yield [(int(r.chunk_id), int(r.document_id), bytes(r.vector)) for r in rows]
 
     def chunks_of_documents(
