@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -424,27 +425,41 @@ def test_open_landing_local_creates_root_and_rejects_bad_uris(tmp_path: Path):
         open_landing(str(tmp_path / "file"))
 
 
-def test_local_symlinks_escaping_the_root_are_ignored(tmp_path: Path):
+def test_local_links_are_never_followed_nor_listed(tmp_path: Path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
     src = open_landing(str(tmp_path / "root"))
     root = Path(src.uri)
-    src.put("docs/inside.txt", b"inside")
+    ref = src.put("docs/inside.txt", b"inside")
     (root / "escape-dir").symlink_to(outside, target_is_directory=True)
     (root / "escape-file.txt").symlink_to(outside / "secret.txt")
-    (root / "docs" / "alias.txt").symlink_to(root / "docs" / "inside.txt")  # inside the root: followed
-    (root / "docs" / "loop").symlink_to(root, target_is_directory=True)  # loop: not walked again
+    (root / "docs" / "alias.txt").symlink_to(root / "docs" / "inside.txt")  # inside the root: still a link
+    (root / "docs" / "loop").symlink_to(root, target_is_directory=True)
     (root / "dangling.txt").symlink_to(root / "nope.txt")
+    os.mkfifo(root / "fifo.txt")
     refs = [r for page in src.iter_pages() for r in page]
-    assert [r.key for r in refs] == ["docs/alias.txt", "docs/inside.txt"]
+    assert [r.key for r in refs] == ["docs/inside.txt"]
     assert src.read(refs[0]) == b"inside"
-    for key in ("escape-file.txt", "escape-dir/secret.txt"):
-        with pytest.raises(ObjectGone):
-            src.read(ObjectRef(key, refs[0].version, 6, refs[0].last_modified))
-    with pytest.raises(ValueError, match="outside"):
-        src.put("escape-dir/planted.txt", b"x")
-    assert not (outside / "planted.txt").exists()
+    for key, at in [
+        ("escape-file.txt", "'escape-file.txt' is a symbolic link"),
+        ("escape-dir/secret.txt", "'escape-dir' is a symbolic link"),
+        ("docs/alias.txt", "'docs/alias.txt' is a symbolic link"),
+        ("docs/loop/docs/inside.txt", "'docs/loop' is a symbolic link"),
+        ("fifo.txt", "'fifo.txt' is a FIFO"),  # and the read does not wait for a writer
+    ]:
+        with pytest.raises(landing.UnsafePath, match=re.escape(f"{key!r} is refused: {at}")):
+            src.read(ObjectRef(key, ref.version, 6, ref.last_modified))
+        with pytest.raises(landing.UnsafePath, match=re.escape(at)):
+            src.exists(key)
+        with pytest.raises(landing.UnsafePath, match=re.escape(at)):
+            src.delete(key)
+    with pytest.raises(landing.UnsafePath, match=re.escape("'escape-dir' is a symbolic link")):
+        src.put("escape-dir/made/planted.txt", b"x")
+    with pytest.raises(landing.UnsafePath, match=re.escape("'docs/alias.txt' is a symbolic link")):
+        src.put("docs/alias.txt", b"x")
+    assert [p.name for p in outside.iterdir()] == ["secret.txt"] and (outside / "secret.txt").read_text() == "secret"
+    assert (root / "docs" / "alias.txt").is_symlink() and (root / "escape-file.txt").is_symlink()
 
 
 def test_local_start_after_prunes_subtrees_without_walking_them(tmp_path: Path, monkeypatch):
@@ -454,13 +469,13 @@ def test_local_start_after_prunes_subtrees_without_walking_them(tmp_path: Path, 
             for i in range(3):
                 src.put(f"{d}/{sub}/{i}.txt", b"x")
     scanned: list[str] = []
-    real_scandir = os.scandir
+    real_scan = local_landing.LocalLandingSource._scan
 
-    def spy(path):
-        scanned.append(os.path.relpath(path, src.uri))
-        return real_scandir(path)
+    def spy(self, fd, prefix, start_after):
+        scanned.append(prefix.rstrip("/") or ".")
+        return real_scan(self, fd, prefix, start_after)
 
-    monkeypatch.setattr(local_landing.os, "scandir", spy)
+    monkeypatch.setattr(local_landing.LocalLandingSource, "_scan", spy)
     keys = [r.key for p in src.iter_pages(start_after="b/x/1.txt") for r in p]
     assert keys[:3] == ["b/x/2.txt", "b/y/0.txt", "b/y/1.txt"] and keys[-1] == "c/y/2.txt"
     assert scanned == [".", "b", "b/x", "b/y", "c", "c/x", "c/y"]  # "a" and everything in it never opened
@@ -495,8 +510,12 @@ def test_local_iteration_is_streaming_one_page_plus_directory_stack(tmp_path: Pa
     src = open_landing(str(root))
 
     opened: list[str] = []
-    real_scandir = os.scandir
-    monkeypatch.setattr(local_landing.os, "scandir", lambda p: (opened.append(p), real_scandir(p))[1])
+    real_scan = local_landing.LocalLandingSource._scan
+    monkeypatch.setattr(
+        local_landing.LocalLandingSource,
+        "_scan",
+        lambda self, fd, p, sa: (opened.append(p), real_scan(self, fd, p, sa))[1],
+    )
 
     tracemalloc.start()
     try:

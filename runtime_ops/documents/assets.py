@@ -9,7 +9,7 @@ from runtime_ops.documents.chunking import chunk_text
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.faults import failpoint
-from runtime_ops.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef
+from runtime_ops.landing import LandingSource, ObjectChanged, ObjectGone, ObjectRef, UnsafePath
 from runtime_ops.markdown import code_span, escape_text, table_row
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -83,6 +83,11 @@ def parse_batch(
         except ObjectGone as exc:
             store.documents.quarantine(doc["id"], "gone", f"deleted before it was read: {exc}")
             quarantined.append((doc["key"], "gone", str(exc)))
+            continue
+        except UnsafePath as exc:  # a link or special file swapped in since it was listed: nothing was read
+            store.documents.quarantine(doc["id"], "unsafe_path", str(exc))
+            quarantined.append((doc["key"], "unsafe_path", str(exc)))
+            context.log.warning(f"quarantined {doc['key']} (unsafe_path): {exc}")
             continue
         store.documents.store_parsed(
             doc["id"],

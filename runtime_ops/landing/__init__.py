@@ -1,7 +1,8 @@
 """Where documents arrive: one ``LandingSource`` interface over a local folder and an S3 prefix.
 
 - ``base``: the interface (``LandingSource``, ``ObjectRef``), the key rules and the errors;
-- ``local`` / ``s3``: the two sources; ``open``: ``open_landing(uri)`` picks one from ``RUNTIME_OPS_LANDING``;
+- ``local`` / ``s3``: the two sources; ``confined``: how the local one never leaves its folder (no link followed);
+- ``open``: ``open_landing(uri)`` picks a source from ``RUNTIME_OPS_LANDING``;
 - ``queue``: the SQS queue S3 event notifications arrive on (event mode of the landing sensor).
 
 The Dagster resource that hands a source to assets and sensors is ``runtime_ops.resources.landing_resource``.
@@ -16,6 +17,7 @@ from runtime_ops.landing.base import (
     ObjectChanged,
     ObjectGone,
     ObjectRef,
+    UnsafePath,
     is_ignored_key,
 )
 from runtime_ops.landing.local import LocalLandingSource
@@ -32,6 +34,7 @@ __all__ = [
     "ObjectGone",
     "ObjectRef",
     "S3LandingSource",
+    "UnsafePath",
     "is_ignored_key",
     "open_landing",
 ]

@@ -60,6 +60,18 @@ class ObjectGone(LandingError):
         super().__init__(f"landing object {key!r} no longer exists{suffix}")
 
 
+class UnsafePath(LandingError):
+    """A local landing refuses the key: a symbolic link is on its path, or it names something that is neither a
+    regular file nor a folder. Nothing was read, made or written (`runtime_ops.landing.confined`)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key, self.reason = key, reason
+        super().__init__(
+            f"landing key {key!r} is refused: {reason}; the landing folder follows no symbolic links and holds "
+            "only regular files and folders (use a key under a real folder)"
+        )
+
+
 class LandingBucketMissing(LandingError):
     """The S3 bucket named by RUNTIME_OPS_LANDING does not exist (or is not visible to these credentials)."""
 
@@ -74,7 +86,8 @@ class LandingSource(Protocol):
         ...
 
     def read(self, ref: ObjectRef) -> bytes:
-        """The object's bytes; ObjectChanged if it is no longer at ``ref.version``, ObjectGone if deleted."""
+        """The object's bytes; ObjectChanged if it is no longer at ``ref.version``, ObjectGone if deleted,
+        UnsafePath if its path now crosses a symbolic link or names a special file (a local landing)."""
         ...
 
     def put(self, key: str, data: bytes) -> ObjectRef:
@@ -86,11 +99,11 @@ class LandingSource(Protocol):
         ...
 
     def exists(self, key: str) -> bool:
-        """An object is at `key`."""
+        """An object is at `key` (UnsafePath: a local landing will not follow its path)."""
         ...
 
     def is_folder(self, key: str) -> bool:
-        """Objects are under `key/`."""
+        """Objects are under `key/` (UnsafePath: a local landing will not follow its path)."""
         ...
 
     def stash(self, key: str, stash: str) -> None:

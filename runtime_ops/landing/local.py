@@ -1,17 +1,19 @@
 """A local folder as a landing source. Keys are paths relative to the root with ``/`` separators.
 
-The walk keeps one page plus the sorted entry names of the directories on the current path, so a folder of
-millions of files is listed in bounded memory; a version is ``f"{size}-{mtime_ns}"``.
+Every read, write, delete, stat and listing goes through `runtime_ops.landing.confined`: paths are walked from an
+open handle on the root, one name at a time, following no symbolic link, so nothing outside the root is ever
+read, made or written, whatever is swapped in while we look. A link in the folder is not listed; a key whose
+path crosses one (or names a FIFO, socket or device) raises `UnsafePath`.
+
+The walk keeps one page plus, for the directories on the current path, an open handle and their sorted entry
+names, so a folder of millions of files is listed in bounded memory; a version is ``f"{size}-{mtime_ns}"``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 import stat
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -23,10 +25,12 @@ from runtime_ops.landing.base import (
     ObjectChanged,
     ObjectGone,
     ObjectRef,
+    UnsafePath,
     check_key,
     check_page_size,
     pages,
 )
+from runtime_ops.landing.confined import ConfinedFolder, Refused, kind_of, open_folder_at
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +43,34 @@ def _utc_from_ns(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
+def _parts(key: str) -> list[str]:
+    return check_key(key).split("/")
+
+
+def _newer_than_replaced(fd: int, new: os.stat_result, old: os.stat_result | None) -> os.stat_result:
+    """If the replaced file had the same size and an mtime at or after the new one (coarse timestamps), bump the
+    new file's mtime so that its version differs and the overwrite is never missed."""
+    if old is None or old.st_size != new.st_size or new.st_mtime_ns > old.st_mtime_ns:
+        return new
+    for step in (1_000, 1_000_000, 2_000_000_000):  # 1 µs, 1 ms, 2 s (FAT-class granularity)
+        os.utime(fd, ns=(new.st_atime_ns, old.st_mtime_ns + step))
+        new = os.fstat(fd)
+        if new.st_mtime_ns > old.st_mtime_ns:
+            break
+    return new
+
+
 class _Frame:
-    """One directory on the walk stack: its key prefix and its remaining entries, sorted.
+    """One directory on the walk stack: an open handle on it, its key prefix and its remaining entries, sorted.
 
     Entries are stored as plain strings, directories with a trailing ``/``: that string is both the
     sort key that yields the global UTF-8 order ("a.txt" < "a/" < "a0") and the directory marker.
     """
 
-    __slots__ = ("entries", "path", "pos", "prefix", "real")
+    __slots__ = ("entries", "fd", "pos", "prefix")
 
-    def __init__(self, path: str, prefix: str, real: str, entries: list[str]) -> None:
-        self.path, self.prefix, self.real, self.entries, self.pos = path, prefix, real, entries, 0
+    def __init__(self, fd: int, prefix: str, entries: list[str]) -> None:
+        self.fd, self.prefix, self.entries, self.pos = fd, prefix, entries, 0
 
 
 class LocalLandingSource:
@@ -65,26 +86,23 @@ class LocalLandingSource:
             raise LandingError(f"cannot create the landing folder {root!r} ({SETTING}): {exc}") from exc
         self.root = root
         self.uri = root
-        self._real_root = os.path.realpath(root)
+        self._folder = ConfinedFolder(root)
 
     def __repr__(self) -> str:
         return f"LocalLandingSource({self.root!r})"
 
     # -- listing
 
-    def _inside_root(self, real: str) -> bool:
-        return real == self._real_root or real.startswith(self._real_root.rstrip(os.sep) + os.sep)
-
-    def _scan(self, path: str, prefix: str, ancestors: set[str], start_after: str | None) -> list[str]:
-        """Sorted entries of one directory, pruned of ignored names, escaping/looping symlinks and
-        everything that sorts at or before ``start_after``."""
+    def _scan(self, fd: int, prefix: str, start_after: str | None) -> list[str]:
+        """Sorted entries of one directory, pruned of ignored names, links, special files and everything that
+        sorts at or before ``start_after``."""
         local_sa: str | None = None
         if start_after is not None and start_after.startswith(prefix):
             local_sa = start_after[len(prefix) :]
         # (If the cursor does not start with this directory's prefix, the directory sorts wholly after it:
         # we only descend into directories that are on the cursor's path or after it.)
         out: list[str] = []
-        with os.scandir(path) as it:
+        with os.scandir(fd) as it:
             for entry in it:
                 name = entry.name
                 if name.startswith("."):
@@ -92,18 +110,16 @@ class LocalLandingSource:
                 try:
                     name.encode("utf-8")
                 except UnicodeEncodeError:
-                    log.warning("landing: skipping %r: file name is not valid UTF-8", entry.path)
+                    log.warning("landing: skipping %r: file name is not valid UTF-8", prefix + name)
                     continue
                 try:
-                    is_dir = entry.is_dir()  # follows symlinks
-                    if not is_dir and not entry.is_file():
-                        continue  # fifo, socket, device, dangling symlink
-                    if entry.is_symlink():
-                        real = os.path.realpath(entry.path)
-                        if not self._inside_root(real):
-                            continue
-                        if is_dir and real in ancestors:
-                            continue  # a loop back into a directory already on the stack
+                    # Links are never followed (nor listed): what they point at is not the landing's to read.
+                    if entry.is_dir(follow_symlinks=False):
+                        is_dir = True
+                    elif entry.is_file(follow_symlinks=False):
+                        is_dir = False
+                    else:
+                        continue  # a link, fifo, socket or device
                 except OSError:
                     continue
                 if is_dir:
@@ -122,53 +138,52 @@ class LocalLandingSource:
 
     def iter_refs(self, start_after: str | None = None) -> Iterator[ObjectRef]:
         """Every object after ``start_after``, one at a time, in global UTF-8 key order."""
-        root_real = self._real_root
-        stack = [_Frame(self.root, "", root_real, self._scan(self.root, "", {root_real}, start_after))]
-        ancestors = {root_real}
-        while stack:
-            frame = stack[-1]
-            if frame.pos >= len(frame.entries):
-                stack.pop()
-                ancestors.discard(frame.real)
-                continue
-            entry = frame.entries[frame.pos]
-            frame.entries[frame.pos] = ""  # release names already walked
-            frame.pos += 1
-            if entry.endswith("/"):
-                name = entry[:-1]
-                path = os.path.join(frame.path, name)
-                # Only a symlink can lead back to an ancestor (or outside the root): resolve just those.
-                if os.path.islink(path):
-                    real = os.path.realpath(path)
-                    if real in ancestors or not self._inside_root(real):
-                        continue
-                else:
-                    real = os.path.join(frame.real, name)
-                prefix = frame.prefix + entry
-                try:
-                    entries = self._scan(path, prefix, ancestors | {real}, start_after)
-                except FileNotFoundError:
-                    continue  # removed since its parent was scanned
-                except OSError as exc:
-                    log.warning("landing: cannot list %r (%s); skipping it this scan", path, exc)
+        stack: list[_Frame] = []
+        try:
+            root_fd = self._folder.open_root()
+            stack.append(_Frame(root_fd, "", []))
+            stack[0].entries = self._scan(root_fd, "", start_after)
+            while stack:
+                frame = stack[-1]
+                if frame.pos >= len(frame.entries):
+                    stack.pop()
+                    os.close(frame.fd)
                     continue
-                if entries:
-                    stack.append(_Frame(path, prefix, real, entries))
-                    ancestors.add(real)
-                continue
-            path = os.path.join(frame.path, entry)
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue  # removed (or replaced by something unreadable) since the scan
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            yield ObjectRef(
-                key=frame.prefix + entry,
-                version=_local_version(st),
-                size=st.st_size,
-                last_modified=_utc_from_ns(st.st_mtime_ns),
-            )
+                entry = frame.entries[frame.pos]
+                frame.entries[frame.pos] = ""  # release names already walked
+                frame.pos += 1
+                if entry.endswith("/"):
+                    prefix = frame.prefix + entry
+                    try:
+                        fd = open_folder_at(frame.fd, entry[:-1], where=prefix[:-1])
+                    except (OSError, Refused):
+                        continue  # removed, or replaced by a file or a link, since its parent was scanned
+                    try:
+                        entries = self._scan(fd, prefix, start_after)
+                    except OSError as exc:
+                        os.close(fd)
+                        log.warning("landing: cannot list %r (%s); skipping it this scan", prefix, exc)
+                        continue
+                    if entries:
+                        stack.append(_Frame(fd, prefix, entries))
+                    else:
+                        os.close(fd)
+                    continue
+                try:
+                    st = os.stat(entry, dir_fd=frame.fd, follow_symlinks=False)
+                except OSError:
+                    continue  # removed since the scan
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # replaced by a link or something unreadable since the scan
+                yield ObjectRef(
+                    key=frame.prefix + entry,
+                    version=_local_version(st),
+                    size=st.st_size,
+                    last_modified=_utc_from_ns(st.st_mtime_ns),
+                )
+        finally:
+            for frame in stack:
+                os.close(frame.fd)
 
     def iter_pages(self, start_after: str | None = None, page_size: int = 1000) -> Iterator[list[ObjectRef]]:
         check_page_size(page_size)
@@ -176,24 +191,15 @@ class LocalLandingSource:
 
     # -- objects
 
-    def _path(self, key: str) -> str:
-        check_key(key)
-        return os.path.join(self.root, *key.split("/"))
-
     def read(self, ref: ObjectRef) -> bytes:
-        path = self._path(ref.key)
-        if not self._inside_root(os.path.realpath(path)):
-            raise ObjectGone(ref.key, ref.version)  # never listed: a symlink on its path escapes the root
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        except (FileNotFoundError, NotADirectoryError):
+            fd = self._folder.open_file(_parts(ref.key))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise ObjectGone(ref.key, ref.version) from None
-        except IsADirectoryError:
-            raise ObjectGone(ref.key, ref.version) from None
+        except Refused as exc:
+            raise UnsafePath(ref.key, exc.reason) from None
         with os.fdopen(fd, "rb") as fh:
             before = os.fstat(fh.fileno())
-            if not stat.S_ISREG(before.st_mode):
-                raise ObjectGone(ref.key, ref.version)
             if _local_version(before) != ref.version:
                 raise ObjectChanged(ref.key, ref.version, _local_version(before))
             data = fh.read(ref.size + 1)  # one extra byte detects a file that grew under us
@@ -205,74 +211,58 @@ class LocalLandingSource:
         return data
 
     def delete(self, key: str) -> bool:
-        path = self._path(key)
-        if not self._inside_root(os.path.realpath(os.path.dirname(path))):
-            raise ValueError(f"landing key {key!r} resolves outside the landing folder (symlink)")
         try:
-            os.remove(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
-        return True
+            return self._folder.unlink(_parts(key))
+        except Refused as exc:
+            raise UnsafePath(key, exc.reason) from None
 
     # -- what the landing webhook's all-or-nothing writes need (`runtime_ops.landing.transaction`)
 
+    def _lstat(self, key: str) -> os.stat_result | None:
+        try:
+            return self._folder.lstat(_parts(key))
+        except Refused as exc:
+            raise UnsafePath(key, exc.reason) from None
+
     def exists(self, key: str) -> bool:
-        return os.path.isfile(self._path(key))
+        st = self._lstat(key)
+        if st is None or stat.S_ISDIR(st.st_mode):
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(key, f"{key!r} is {kind_of(st.st_mode)}")
+        return True
 
     def is_folder(self, key: str) -> bool:
-        return os.path.isdir(self._path(key))
+        st = self._lstat(key)
+        if st is not None and not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(key, f"{key!r} is {kind_of(st.st_mode)}")
+        return st is not None and stat.S_ISDIR(st.st_mode)
 
-    def _stash_path(self, stash: str, key: str) -> str:
-        return os.path.join(self.root, STASH_FOLDER, stash, *check_key(key).split("/"))
+    @staticmethod
+    def _stash_parts(stash: str, key: str) -> list[str]:
+        return [STASH_FOLDER, stash, *_parts(key)]
 
     def stash(self, key: str, stash: str) -> None:
         """Keep the current object of `key` aside (a hard link: no copy, its mtime and so its version kept)."""
-        target = self._stash_path(stash, key)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.link(self._path(key), target)
+        self._folder.link(_parts(key), self._stash_parts(stash, key))
 
     def unstash(self, stash: str, key: str) -> None:
         """Put the stashed object back at `key` (a rename: the same file, the same version as before)."""
-        path = self._path(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.replace(self._stash_path(stash, key), path)
+        self._folder.rename(self._stash_parts(stash, key), _parts(key))
 
     def discard(self, stash: str) -> None:
-        shutil.rmtree(os.path.join(self.root, STASH_FOLDER, stash), ignore_errors=True)
+        self._folder.remove_tree([STASH_FOLDER, stash])
 
     def put(self, key: str, data: bytes) -> ObjectRef:
-        """Atomic write: a hidden temp file in the target folder (ignored by the scan), then ``os.replace``.
+        """Atomic write: a hidden temp file in the target folder (ignored by the scan), then a rename over the key.
 
-        If the replaced file had the same size and an mtime at or after the new one (coarse timestamps),
-        the new file's mtime is bumped so that its version differs and the overwrite is never missed.
+        A replaced file of the same size and an mtime at or after the new one's makes the new file's mtime move
+        past it, so that its version differs and the overwrite is never missed.
         """
-        path = self._path(key)
-        directory, name = os.path.split(path)
-        os.makedirs(directory, exist_ok=True)
-        if not self._inside_root(os.path.realpath(directory)):
-            raise ValueError(f"landing key {key!r} resolves outside the landing folder (symlink)")
-        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            st = os.stat(tmp)
-            try:
-                old = os.stat(path)
-            except OSError:
-                old = None
-            if old is not None and old.st_size == st.st_size and st.st_mtime_ns <= old.st_mtime_ns:
-                for step in (1_000, 1_000_000, 2_000_000_000):  # 1 µs, 1 ms, 2 s (FAT-class granularity)
-                    os.utime(tmp, ns=(st.st_atime_ns, old.st_mtime_ns + step))
-                    st = os.stat(tmp)
-                    if st.st_mtime_ns > old.st_mtime_ns:
-                        break
-            os.replace(tmp, path)  # rename keeps the inode's mtime: `st` describes the final file
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+            st = self._folder.write_file(_parts(key), data, _newer_than_replaced)
+        except Refused as exc:
+            raise UnsafePath(key, exc.reason) from None
         return ObjectRef(
             key=key, version=_local_version(st), size=st.st_size, last_modified=_utc_from_ns(st.st_mtime_ns)
         )
