@@ -2,14 +2,17 @@
 
 The objects are written into the landing folder or bucket, so they reach the ledger through the landing sensor
 like any other object (one ingestion per version). Authenticated with a shared secret header, checked before the
-body is read. Every key is checked with the landing's own rules before anything is written, and the request
-lands whole or not at all (`runtime_ops.landing.transaction`).
+body is read; the body must be JSON (415 otherwise, also before it is read). Every key is checked with the
+landing's own rules before anything is written, a key a local landing will not follow (a symbolic link on its
+path) included, and the request lands whole or not at all (`runtime_ops.landing.transaction`). Every refusal
+after the token is one INFO line (`landing webhook refused: ...`) with its status, like the app's other refusals.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import email.message
 import hmac
 import json
 import logging
@@ -21,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.deps import RefusalsDep, SettingsDep, StoreDep
-from runtime_ops.landing import open_landing
+from runtime_ops.landing import UnsafePath, open_landing
 from runtime_ops.landing.transaction import RefusedKeys, write_all
 
 HEADER = "X-Runtime-Ops-Token"
@@ -83,15 +86,38 @@ async def land(
         if retry is not None:
             return JSONResponse({"error": "too many failed authentications"}, 429, {"Retry-After": str(retry)})
         return JSONResponse({"error": f"missing or wrong {HEADER} header"}, 401)
+    content_type = request.headers.get("content-type")
+    if not is_json(content_type):
+        given = f"Content-Type {content_type[:100]!r}" if content_type else "no Content-Type"
+        return refused(415, f"the body must be JSON: send Content-Type: application/json ({given} given)")
     try:
         payload = json.loads(await request.body())
         parsed = LandingRequest.model_validate(payload)
         blobs = [(o.key, o.data()) for o in parsed.objects]
     except RecursionError:
-        return JSONResponse({"error": "invalid landing request: JSON nested too deeply"}, 400)
+        return refused(400, "invalid landing request: JSON nested too deeply")
     except (ValidationError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return JSONResponse({"error": f"invalid landing request: {exc}"}, 400)
+        return refused(400, f"invalid landing request: {exc}")
     return await run_in_threadpool(_land, settings, store, pipeline, blobs, parsed.deleted)
+
+
+def is_json(content_type: str | None) -> bool:
+    """`application/json` or a `+json` type (RFC 6839), parameters allowed: the rule FastAPI applies to JSON bodies."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def refused(status: int, error: str, **more: Any) -> JSONResponse:
+    """A request the webhook will not take, answered and logged (the token was right: no failure is counted)."""
+    problems = more.get("problems") or []
+    said = "; ".join([error, *problems])
+    said = said if len(said) <= 500 else said[:500] + "..."  # a long body's validation error is in the answer
+    log.info("landing webhook refused: %s", said, extra={"path": "/webhooks/landing", "http_status": status})
+    return JSONResponse({"error": error, **more}, status)
 
 
 def _land(
@@ -102,18 +128,20 @@ def _land(
     try:
         spec = get_spec(pipeline, settings)
     except PipelineConfigError as exc:
-        return JSONResponse({"error": f"{exc}; name it with ?pipeline="}, 404 if pipeline else 400)
+        return refused(404 if pipeline else 400, f"{exc}; name it with ?pipeline=")
     max_bytes = spec.landing.max_document_bytes
     too_big = [k for k, b in blobs if len(b) > max_bytes]
     if too_big:
         limit = f"landing.max_document_bytes of pipeline {spec.name} ({max_bytes})"
-        return JSONResponse({"error": f"over {limit}: {too_big}"}, 413)
+        return refused(413, f"over {limit}: {too_big}")
     source = open_landing(spec.landing.uri, endpoint_url=settings.aws_endpoint_url)
     # Every key is checked (and what it replaces stashed) before anything is written: all objects land, or none.
     try:
         written = write_all(source, blobs, deletes)
     except RefusedKeys as exc:
-        return JSONResponse({"error": "nothing landed: keys the landing cannot take", "problems": exc.problems}, 400)
+        return refused(400, "nothing landed: keys the landing cannot take", problems=exc.problems)
+    except UnsafePath as exc:  # a link appeared on the key's path after the check: undone, and no retry helps
+        return refused(400, "nothing landed: keys the landing cannot take", problems=[str(exc)])
     except Exception as exc:
         log.exception("landing webhook write failed; undone")
         return JSONResponse({"error": f"nothing landed: writing failed ({type(exc).__name__}); retry later"}, 503)
