@@ -87,21 +87,21 @@ async def land(
             return JSONResponse({"error": "too many failed authentications"}, 429, {"Retry-After": str(retry)})
         return JSONResponse({"error": f"missing or wrong {HEADER} header"}, 401)
     content_type = request.headers.get("content-type")
-    if not is_json(content_type):
+    if not _is_json(content_type):
         given = f"Content-Type {content_type[:100]!r}" if content_type else "no Content-Type"
-        return refused(415, f"the body must be JSON: send Content-Type: application/json ({given} given)")
+        return _refuse(415, f"the body must be JSON: send Content-Type: application/json ({given} given)")
     try:
         payload = json.loads(await request.body())
         parsed = LandingRequest.model_validate(payload)
         blobs = [(o.key, o.data()) for o in parsed.objects]
     except RecursionError:
-        return refused(400, "invalid landing request: JSON nested too deeply")
+        return _refuse(400, "invalid landing request: JSON nested too deeply")
     except (ValidationError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return refused(400, f"invalid landing request: {exc}")
+        return _refuse(400, f"invalid landing request: {exc}")
     return await run_in_threadpool(_land, settings, store, pipeline, blobs, parsed.deleted)
 
 
-def is_json(content_type: str | None) -> bool:
+def _is_json(content_type: str | None) -> bool:
     """`application/json` or a `+json` type (RFC 6839), parameters allowed: the rule FastAPI applies to JSON bodies."""
     if not content_type:
         return False
@@ -111,7 +111,7 @@ def is_json(content_type: str | None) -> bool:
     return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
-def refused(status: int, error: str, **more: Any) -> JSONResponse:
+def _refuse(status: int, error: str, **more: Any) -> JSONResponse:
     """A request the webhook will not take, answered and logged (the token was right: no failure is counted)."""
     problems = more.get("problems") or []
     said = "; ".join([error, *problems])
@@ -128,20 +128,20 @@ def _land(
     try:
         spec = get_spec(pipeline, settings)
     except PipelineConfigError as exc:
-        return refused(404 if pipeline else 400, f"{exc}; name it with ?pipeline=")
+        return _refuse(404 if pipeline else 400, f"{exc}; name it with ?pipeline=")
     max_bytes = spec.landing.max_document_bytes
     too_big = [k for k, b in blobs if len(b) > max_bytes]
     if too_big:
         limit = f"landing.max_document_bytes of pipeline {spec.name} ({max_bytes})"
-        return refused(413, f"over {limit}: {too_big}")
+        return _refuse(413, f"over {limit}: {too_big}")
     source = open_landing(spec.landing.uri, endpoint_url=settings.aws_endpoint_url)
     # Every key is checked (and what it replaces stashed) before anything is written: all objects land, or none.
     try:
         written = write_all(source, blobs, deletes)
     except RefusedKeys as exc:
-        return refused(400, "nothing landed: keys the landing cannot take", problems=exc.problems)
+        return _refuse(400, "nothing landed: keys the landing cannot take", problems=exc.problems)
     except UnsafePath as exc:  # a link appeared on the key's path after the check: undone, and no retry helps
-        return refused(400, "nothing landed: keys the landing cannot take", problems=[str(exc)])
+        return _refuse(400, "nothing landed: keys the landing cannot take", problems=[str(exc)])
     except Exception as exc:
         log.exception("landing webhook write failed; undone")
         return JSONResponse({"error": f"nothing landed: writing failed ({type(exc).__name__}); retry later"}, 503)
