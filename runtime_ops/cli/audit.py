@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,15 +38,13 @@ def _key(sink: AnchorSink) -> bytes | None:
 
 def _anchored_key_id(sink: AnchorSink) -> str:
     from runtime_ops.approvals.anchors import AnchorsUnavailable
+    from runtime_ops.store.chain import newest_keyed
 
     try:
-        named = [a for a in sink.read() if a.kid is not None]
+        newest = newest_keyed(sink.read())
     except AnchorsUnavailable:
         return ""
-    if not named:
-        return ""
-    newest = max(named, key=lambda a: datetime.fromisoformat(a.at))
-    return f" (the newest anchor was taken under key id {newest.kid})"
+    return "" if newest is None else f" (the newest anchor was taken under key id {newest.kid})"
 
 
 def _log(key: bytes) -> Audit:

@@ -83,14 +83,15 @@ def wrong_key_problem(given: str, wanted: str, evidence: str) -> str:
     )
 
 
+def newest_keyed(anchors: Iterable[Anchor]) -> Anchor | None:
+    """The newest anchor that names its key: taken under the key in use then (`audit rekey` anchors under the new
+    key at once), so its key id is the log's."""
+    return max((a for a in anchors if a.kid is not None), key=lambda a: datetime.fromisoformat(a.at), default=None)
+
+
 def _newest_key_mismatch(anchors: list[Anchor], current: str) -> str | None:
-    """A wrong key, told by the newest anchor: it was taken under the key in use then (`audit rekey` anchors
-    under the new key at once), so a different key id there means this is not the log's key."""
-    named = [a for a in anchors if a.kid is not None]
-    if not named:
-        return None
-    newest = max(named, key=lambda a: datetime.fromisoformat(a.at))
-    if newest.kid == current:
+    newest = newest_keyed(anchors)
+    if newest is None or newest.kid == current:
         return None
     return wrong_key_problem(current, str(newest.kid), f"the newest anchor (of {newest.at}) was taken under")
 
