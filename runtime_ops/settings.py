@@ -262,10 +262,28 @@ class Settings(BaseSettings):
         """The link-signing secret; embedded mode keeps a generated one under RUNTIME_OPS_HOME."""
         return self.link_secret.get_secret_value() if self.link_secret else self._home_secret("link_secret")
 
-    def resolved_audit_key(self) -> str:
-        """The audit chain's key; embedded mode keeps a generated one under RUNTIME_OPS_HOME (every process that
-        writes the audit log must use the same one: set RUNTIME_OPS_AUDIT_KEY where they do not share a home)."""
-        return self.audit_key.get_secret_value() if self.audit_key else self._home_secret("audit_key")
+    def resolved_audit_key(self, *, create: bool = False) -> str:
+        """The audit chain's key: RUNTIME_OPS_AUDIT_KEY, else the key file under RUNTIME_OPS_HOME (every process
+        that writes the audit log must use the same one: set RUNTIME_OPS_AUDIT_KEY where they do not share a home).
+        Only creating a store makes that file (`create`); without it everything else refuses, since a new key
+        would neither verify the log nor chain onto it."""
+        if self.audit_key:
+            return self.audit_key.get_secret_value()
+        path = self.resolved_home / "audit_key"
+        if create:
+            return self._home_secret("audit_key")
+        try:
+            key = path.read_text().strip()
+        except FileNotFoundError:
+            key = ""
+        except OSError as exc:
+            raise SettingsError(f"cannot read the audit key {path}: {exc.strerror}") from exc
+        if not key:
+            raise SettingsError(
+                f"no audit key: RUNTIME_OPS_AUDIT_KEY is unset and {path} is missing or empty; set "
+                "RUNTIME_OPS_AUDIT_KEY (or restore that file) to the key the audit log was written with"
+            )
+        return key
 
     @property
     def resolved_audit_anchors(self) -> str:

@@ -114,6 +114,12 @@ def test_audit_verify_names_each_kind_of_tampering(
     assert "BROKEN" in err and named in err, err
 
 
+def _hashes(store: StateStore) -> list[str]:
+    """The records' MACs in id order, read with plain SQL (older schemas lack columns the table has now)."""
+    with store.engine.begin() as conn:
+        return list(conn.execute(text("SELECT hash FROM audit_log ORDER BY id")).scalars())
+
+
 def _downgrade(engine: Any, revision: str) -> None:
     from alembic import command
 
@@ -138,20 +144,22 @@ def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
     for actor in ("U2", "U9", "U3"):
         decide(store, pending["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
     store.audit_log.append(event="note", actor="ops", channel="cli", detail={"what": "a global record"})
-    keyed = [r["hash"] for r in store.audit_log.records()]
+    keyed = _hashes(store)
 
     _downgrade(store.engine, "0012")  # the log as 0012 wrote it: plain SHA-256, no key
-    unkeyed = [r["hash"] for r in store.audit_log.records()]
+    unkeyed = _hashes(store)
     assert len(unkeyed) == len(keyed) >= 6 and not set(unkeyed) & set(keyed)
-    assert not store.audit_log.verify().ok  # not valid under the key until 0013 re-chains it
     upgrade(store.engine, "0013")
     assert current_revision(store.engine) == "0013"
-    assert [r["hash"] for r in store.audit_log.records()] == keyed
+    assert _hashes(store) == keyed
+    upgrade(store.engine)  # the records 0013 re-chained verify at the newest schema (which reads them)
     assert store.audit_log.verify().ok
 
     _downgrade(store.engine, "0012")
-    _edit_actor(store, pending["id"])  # altered before the upgrade: 0013 must not bless it with the key
-    altered = _log(store, pending["id"])[1]["id"]
+    with store.engine.begin() as conn:  # altered before the upgrade: 0013 must not bless it with the key
+        altered = conn.execute(text("SELECT id FROM audit_log WHERE chain = :c AND seq = 2"), {"c": pending["id"]})
+        altered = altered.scalar_one()
+        conn.execute(text("UPDATE audit_log SET actor = 'mallory' WHERE id = :id"), {"id": altered})
     with pytest.raises(RuntimeError, match=f"audit record {altered} .*does not verify as it was written"):
         upgrade(store.engine, "0013")
     assert current_revision(store.engine) == "0012"

@@ -22,6 +22,10 @@ from runtime_ops.store.audit import Audit
 from runtime_ops.store.chain import Anchor, anchor_mac, key_id
 
 
+class AnchorsUnavailable(Exception):
+    """The anchors cannot be read or written; the message says where and why, in one line."""
+
+
 class AnchorSink(Protocol):
     where: str
 
@@ -35,10 +39,17 @@ def _to_json(anchor: Anchor) -> str:
     return json.dumps({"at": anchor.at, "heads": heads, "mac": anchor.mac, "kid": anchor.kid}, separators=(",", ":"))
 
 
-def _from_json(text: str) -> Anchor:
-    data = json.loads(text)
-    heads = {c: (int(h[0]), str(h[1])) for c, h in data["heads"].items()}
-    return Anchor(str(data["at"]), heads, str(data["mac"]), data.get("kid"))
+def _from_json(text: str, where: str) -> Anchor:
+    try:
+        data = json.loads(text)
+        heads = {str(c): (int(h[0]), str(h[1])) for c, h in data["heads"].items()}
+        at = str(data["at"])
+        if datetime.fromisoformat(at).tzinfo is None:
+            raise ValueError("an anchor's time carries its offset")
+        kid = data.get("kid")
+        return Anchor(at, heads, str(data["mac"]), None if kid is None else str(kid))
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise AnchorsUnavailable(f"{where} holds something that is not an anchor ({type(exc).__name__})") from exc
 
 
 class FileSink:
@@ -49,21 +60,30 @@ class FileSink:
         self.where = str(path)
 
     def append(self, anchor: Anchor) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, (_to_json(anchor) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, (_to_json(anchor) + "\n").encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise AnchorsUnavailable(f"cannot write the anchors to {self.path}: {exc.strerror or exc}") from exc
 
     def read(self) -> Iterator[Anchor]:
-        if not self.path.exists():
+        """The anchors in order; none when the file does not exist (yet)."""
+        try:
+            with self.path.open(encoding="utf-8") as fh:
+                lines = list(fh)
+        except FileNotFoundError:
             return
-        with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    yield _from_json(line)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise AnchorsUnavailable(f"cannot read the anchors in {self.path}: {why}") from exc
+        for n, line in enumerate(lines, 1):
+            if line.strip():
+                yield _from_json(line, f"line {n} of {self.path}")
 
 
 class S3Sink:
@@ -79,14 +99,28 @@ class S3Sink:
         return f"{self.prefix}/{stamp}-{anchor.mac[:12]}.json".lstrip("/")
 
     def append(self, anchor: Anchor) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(anchor), Body=_to_json(anchor).encode())
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(anchor), Body=_to_json(anchor).encode())
+        except (BotoCoreError, ClientError) as exc:
+            raise AnchorsUnavailable(f"cannot write the anchors to {self.where}: {exc}") from exc
 
     def read(self) -> Iterator[Anchor]:
-        paginator = self.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/".lstrip("/")):
-            for obj in page.get("Contents", []):
-                body = self.client.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
-                yield _from_json(body.decode("utf-8"))
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            paginator = self.client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/".lstrip("/")):
+                for obj in page.get("Contents", []):
+                    body = self.client.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
+                    try:
+                        text = body.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise AnchorsUnavailable(f"s3://{self.bucket}/{obj['Key']} is not an anchor") from exc
+                    yield _from_json(text, f"s3://{self.bucket}/{obj['Key']}")
+        except (BotoCoreError, ClientError) as exc:
+            raise AnchorsUnavailable(f"cannot read the anchors in {self.where}: {exc}") from exc
 
 
 def open_sink(where: str, *, endpoint_url: str | None = None) -> AnchorSink:
@@ -97,12 +131,22 @@ def open_sink(where: str, *, endpoint_url: str | None = None) -> AnchorSink:
     return FileSink(Path(where))
 
 
-def anchored_heads(sink: AnchorSink, kid: str) -> dict[str, tuple[int, str]]:
-    """Each chain's newest head anchored under the key named `kid`."""
-    heads: dict[str, tuple[int, str]] = {}
+def read_anchors(sink: AnchorSink) -> list[Anchor]:
+    """Every anchor in `sink`, for checking the log against: none at all is an error like one that cannot be read,
+    since deleting or emptying the anchors is how a log cut short would hide."""
+    anchors = list(sink.read())
+    if not anchors:
+        raise AnchorsUnavailable(f"there are no anchors in {sink.where} (never written there, or deleted or emptied)")
+    return anchors
+
+
+def _anchored(sink: AnchorSink, kid: str) -> dict[str, tuple[int, str]] | None:
+    """Each chain's newest head anchored under the key named `kid`; None when no anchor was taken under it."""
+    heads: dict[str, tuple[int, str]] | None = None
     for anchor in sink.read():
         if anchor.kid is not None and anchor.kid != kid:
             continue
+        heads = heads if heads is not None else {}
         for chain, head in anchor.heads.items():
             if head[0] >= heads.get(chain, (0, ""))[0]:
                 heads[chain] = head
@@ -120,18 +164,23 @@ def anchor_heads(store: StateStore, sink: AnchorSink, *, now: datetime | None = 
 
 
 def anchor_log(log: Audit, sink: AnchorSink, *, now: datetime | None = None) -> Anchor | None:
+    """Anchor the heads that moved; a sink with no anchor under this key yet gets one even when none did (an
+    empty log's), so that verify finds anchors from a new store's first sensor tick and a missing anchor is
+    always a loss. Raises AnchorsUnavailable when the sink cannot be read or written."""
     key = log.key
     kid = key_id(key)
     known = _known.get((sink.where, kid))
     if known is None:
-        known = _known[(sink.where, kid)] = anchored_heads(sink, kid)
-    changed = {c: h for c, h in log.heads().items() if h[0] > 0 and known.get(c) != h}
-    if not changed:
+        known = _anchored(sink, kid)
+        if known is not None:
+            _known[(sink.where, kid)] = known
+    changed = {c: h for c, h in log.heads().items() if h[0] > 0 and (known or {}).get(c) != h}
+    if not changed and known is not None:
         return None
     at = (now or datetime.now(UTC)).isoformat()
     anchor = Anchor(at, changed, anchor_mac(changed, at, key), kid)
     sink.append(anchor)
-    known.update(changed)
+    _known[(sink.where, kid)] = {**(known or {}), **changed}
     return anchor
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, insert, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 
+from runtime_ops.store import audit_coverage
 from runtime_ops.store import chain as chain_mod
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import utcnow
@@ -43,15 +44,25 @@ def chain_record(chain: str, head: tuple[int, str], key: bytes, **fields: Any) -
         "outcome": fields.get("outcome"),
         "detail": fields.get("detail") or {},
         "prev_hash": head[1],
+        # Which key MACed it, outside the MAC: it lets verify tell a wrong key from a forged record.
+        "key_id": chain_mod.key_id(key),
     }
     record["hash"] = chain_mod.record_hash(head[1], record, key)
     return record
 
 
 def settings_key() -> bytes:
+    """The audit key from the settings, never created here (a missing one is a SettingsError naming the fix)."""
     from runtime_ops.settings import get_settings
 
     return get_settings().resolved_audit_key().encode()
+
+
+def create_settings_key() -> bytes:
+    """The audit key, made under RUNTIME_OPS_HOME when there is none: only for a store being created."""
+    from runtime_ops.settings import get_settings
+
+    return get_settings().resolved_audit_key(create=True).encode()
 
 
 class Audit(Repository):
@@ -120,8 +131,17 @@ class Audit(Repository):
             return heads
 
     def verify(self, anchors: Iterable[chain_mod.Anchor] = ()) -> chain_mod.ChainReport:
-        """Every chain checked under the key, against the heads kept beside the log and the given anchors."""
-        return chain_mod.verify(self.iter_records(), self.key, heads=self.heads(), anchors=anchors)
+        """Every chain checked under the key, against the heads kept beside the log and the given anchors; then
+        the state the log audits (requests, votes, links, deliveries, promotions) checked for its records, which
+        catches a log emptied or cut short together with its heads."""
+        report = chain_mod.verify(self.iter_records(), self.key, heads=self.heads(), anchors=anchors)
+        if not report.ok:
+            return report
+        with self.tx() as conn:
+            missing = audit_coverage.first_missing(conn)
+        if missing is not None:
+            return chain_mod.ChainReport(False, report.records, None, missing, report.anchors)
+        return report
 
     def rekey(self, new_key: bytes, anchors: Iterable[chain_mod.Anchor] = ()) -> int:
         """Re-chain every record under `new_key` in one transaction, after checking the log under the current key
@@ -135,7 +155,7 @@ class Audit(Repository):
             raise ValueError(
                 f"the audit log does not verify under the current key, so it is not re-keyed: {report.problem}"
             )
-        count = 0
+        count, new_id = 0, chain_mod.key_id(new_key)
         with self.tx() as conn:
             conn.execute(_GLOBAL_HEAD).one()  # appends wait on these locks until the new chain is committed
             conn.execute(select(_R.c.id).with_for_update()).all()
@@ -150,7 +170,9 @@ class Audit(Repository):
                     rec = dict(row._mapping)
                     link = prev.get(rec["chain"], chain_mod.GENESIS)
                     digest = chain_mod.record_hash(link, rec, new_key)
-                    conn.execute(update(_L).where(_L.c.id == rec["id"]).values(prev_hash=link, hash=digest))
+                    conn.execute(
+                        update(_L).where(_L.c.id == rec["id"]).values(prev_hash=link, hash=digest, key_id=new_id)
+                    )
                     prev[rec["chain"]] = digest
                     count += 1
                 after = (rows[-1].chain, rows[-1].seq)

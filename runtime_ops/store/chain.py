@@ -10,6 +10,7 @@ an object store with Object Lock). `verify` names the first problem it finds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -43,8 +44,9 @@ def anchor_mac(heads: Mapping[str, tuple[int, str]], at: str, key: bytes) -> str
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
+@functools.lru_cache(maxsize=8)
 def key_id(key: bytes) -> str:
-    """A public name for a key (which key MACed an anchor), not a way back to it."""
+    """A public name for a key (which key MACed an anchor or a record), not a way back to it."""
     return hashlib.sha256(b"runtime_ops audit key id\n" + key).hexdigest()[:16]
 
 
@@ -66,10 +68,32 @@ class ChainReport:
     first_broken_id: int | None = None
     problem: str | None = None
     anchors: int = 0
+    wrong_key: bool = False  # the log is not under the key given (rather than altered under it)
 
 
 def _forged(rid: int) -> str:
     return f"record {rid} was modified or forged: its MAC does not match under the audit key"
+
+
+def wrong_key_problem(given: str, wanted: str, evidence: str) -> str:
+    """The one message for a key that is not the log's: both key ids, and which to set."""
+    return (
+        f"wrong audit key: the key given has key id {given} but {evidence} key id {wanted}; set "
+        f"RUNTIME_OPS_AUDIT_KEY to the key whose id is {wanted}"
+    )
+
+
+def newest_keyed(anchors: Iterable[Anchor]) -> Anchor | None:
+    """The newest anchor that names its key: taken under the key in use then (`audit rekey` anchors under the new
+    key at once), so its key id is the log's."""
+    return max((a for a in anchors if a.kid is not None), key=lambda a: datetime.fromisoformat(a.at), default=None)
+
+
+def _newest_key_mismatch(anchors: list[Anchor], current: str) -> str | None:
+    newest = newest_keyed(anchors)
+    if newest is None or newest.kid == current:
+        return None
+    return wrong_key_problem(current, str(newest.kid), f"the newest anchor (of {newest.at}) was taken under")
 
 
 def verify(
@@ -86,6 +110,10 @@ def verify(
     wanted: dict[tuple[str, int], tuple[str, str]] = {}  # (chain, seq) -> (MAC, anchor time)
     n_anchors = 0
     current = key_id(key)
+    anchors = list(anchors)
+    mismatch = _newest_key_mismatch(anchors, current)
+    if mismatch is not None:
+        return ChainReport(False, 0, None, mismatch, wrong_key=True)
     for anchor in anchors:
         if anchor.kid is not None and anchor.kid != current:
             continue  # taken before the key was rotated (`audit rekey` verified the log then, and anchored anew)
@@ -123,6 +151,10 @@ def verify(
             )
             return ChainReport(False, count, rid, problem)
         if not hmac.compare_digest(record_hash(prev_hash, rec, key), str(rec["hash"])):
+            kid = rec.get("key_id")
+            if kid is not None and kid != current:
+                evidence = f"record {rid} (#{seq + 1} of chain {chain}) does not verify and names"
+                return ChainReport(False, count, rid, wrong_key_problem(current, str(kid), evidence), wrong_key=True)
             suspect[chain] = (rid, str(rec["prev_hash"]))
         anchored = wanted.pop((chain, seq + 1), None)
         if anchored is not None and anchored[0] != rec["hash"]:
@@ -135,12 +167,12 @@ def verify(
     for chain, (head_seq, head_hash) in (heads or {}).items():
         seq, last_hash, rid = last.get(chain, (0, GENESIS, 0))
         if (seq, last_hash) != (head_seq, head_hash):
-            return ChainReport(
-                False,
-                count,
-                rid or None,
-                f"chain {chain} ends at #{seq} but its head says #{head_seq}: records were removed",
-            )
+            ends = f"ends at #{seq} (record {rid})" if rid else "has no records"
+            if head_seq > seq:
+                problem = f"chain {chain} {ends} but its head says #{head_seq}: records were removed from its end"
+            else:
+                problem = f"chain {chain} {ends} but its head says #{head_seq}: the head or the records were rewritten"
+            return ChainReport(False, count, rid or None, problem)
     if wanted:
         (chain, seq), (_, at) = min(wanted.items(), key=lambda kv: kv[1][1])
         ends = last.get(chain, (0, GENESIS, 0))[0]

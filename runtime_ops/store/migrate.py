@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sqlalchemy import Engine, text
@@ -95,11 +95,16 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                     conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
 
 
-def upgrade_to_head(engine: Engine) -> None:
+def upgrade_to_head(engine: Engine, *, on_create: Callable[[], object] | None = None) -> None:
+    """Migrate to the newest schema (once per process and URL); `on_create` runs first when the database has no
+    schema yet, i.e. when the store is being created."""
     key = str(engine.url)
     if key in _MIGRATED:
         return
     head = head_revision()
-    if current_revision(engine) != head:
+    current = current_revision(engine)
+    if current != head:
+        if current is None and on_create is not None:
+            on_create()
         upgrade(engine)
     _MIGRATED.add(key)

@@ -23,7 +23,7 @@ from runtime_ops.store.alerts import Alerts
 from runtime_ops.store.answers import Answers
 from runtime_ops.store.api_keys import ApiKeys
 from runtime_ops.store.artifacts import Artifacts
-from runtime_ops.store.audit import Audit
+from runtime_ops.store.audit import Audit, create_settings_key
 from runtime_ops.store.changes import CorpusChanges
 from runtime_ops.store.deadlines import Deadlines
 from runtime_ops.store.documents import Documents
@@ -55,7 +55,9 @@ def open_store(
         integrity.check(engine, head_revision())
         _CHECKED.add(url)
     if migrate:
-        upgrade_to_head(engine)
+        # A store being created gets its audit key with it (unless RUNTIME_OPS_AUDIT_KEY gives one). Nothing else
+        # makes one, so a key that went missing is refused rather than silently replaced.
+        upgrade_to_head(engine, on_create=create_settings_key)
     return StateStore(engine, pipeline=pipeline)
 
 

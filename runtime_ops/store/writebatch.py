@@ -77,9 +77,9 @@ _SQL_VOTE = (
     "VALUES (:v_request_id, :v_actor, :v_vote, :v_channel, :v_created_at)"
 )
 _SQL_AUDIT = (
-    "INSERT INTO audit_log (chain, seq, at, request_id, event, actor, channel, outcome, detail, prev_hash, hash) "
-    "VALUES (:a_chain, :a_seq, :a_at, :a_request_id, :a_event, :a_actor, :a_channel, :a_outcome, :a_detail, "
-    ":a_prev_hash, :a_hash)"
+    "INSERT INTO audit_log (chain, seq, at, request_id, event, actor, channel, outcome, detail, prev_hash, hash, "
+    "key_id) VALUES (:a_chain, :a_seq, :a_at, :a_request_id, :a_event, :a_actor, :a_channel, :a_outcome, "
+    ":a_detail, :a_prev_hash, :a_hash, :a_key_id)"
 )
 _SQL_DELIVERY = (
     "INSERT INTO interaction_deliveries (dedupe_key, request_id, outcome, message, created_at) "

@@ -125,6 +125,33 @@ def test_a_chain_rewritten_without_the_key_fails_and_anchors_catch_a_head_moved_
     assert "anchor" in str(audit.verify(a, KEY, anchors=[altered]).problem)
 
 
+def test_a_wrong_key_is_told_from_a_forgery_by_key_id() -> None:
+    other = b"not the log's key"
+    ours, theirs = audit.key_id(KEY), audit.key_id(other)
+    a = [{**r, "key_id": ours} for r in _chain(3)]
+    # Every record names the key that MACed it: under another key the first one says so, with both key ids.
+    report = audit.verify(a, other)
+    assert not report.ok and report.wrong_key and report.first_broken_id == 1
+    assert f"key id {theirs}" in str(report.problem) and f"key id {ours}" in str(report.problem)
+    assert "record 1 (#1 of chain apr-1)" in str(report.problem) and "forged" not in str(report.problem)
+    # So does the newest anchor, before any record is read; an older anchor of a rotated-out key does not count.
+    old = audit.Anchor(
+        "2026-11-28T12:00:00+00:00", {}, audit.anchor_mac({}, "2026-11-28T12:00:00+00:00", other), theirs
+    )
+    new = _anchor({"apr-1": (3, a[-1]["hash"])})
+    new = audit.Anchor(new.at, new.heads, new.mac, ours)
+    report = audit.verify(a, other, anchors=[new, old])
+    assert report.wrong_key and "the newest anchor (of 2026-11-29T12:00:00+00:00)" in str(report.problem)
+    assert audit.verify(a, KEY, heads={"apr-1": (3, a[-1]["hash"])}, anchors=[old, new]).ok
+    # A record re-MACed by someone without the key keeps naming our key: that is a forgery, not a wrong key.
+    forged = [dict(r) for r in a]
+    forged[1]["actor"] = "mallory"
+    report = audit.verify(forged, KEY)
+    assert not report.ok and not report.wrong_key and "forged" in str(report.problem)
+    # Records written before key ids (no key_id) are judged by their MAC alone.
+    assert not audit.verify(_chain(3), other).wrong_key
+
+
 def test_links_bind_claims_and_refuse_tampering_and_expiry() -> None:
     token = links.issue(
         "s3cret", request_id="apr-1", approver="U2", digest="d" * 64, expires_at=NOW + timedelta(hours=1)

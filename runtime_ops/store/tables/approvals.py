@@ -97,6 +97,9 @@ audit_log = Table(
     Column("detail", JSON),
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
+    # chain.key_id of the key that MACed the record (migration 0016; older records have none): not MACed, it
+    # only lets verify say "wrong key" rather than "forged".
+    Column("key_id", String(16)),
     Index("ix_audit_log_request", "request_id"),
     UniqueConstraint("chain", "seq", name="uq_audit_log_chain_seq"),
 )

@@ -27,7 +27,7 @@ def _unkeyed(prev_hash: str, record: dict) -> str:  # type: ignore[type-arg]
 
 
 def _rechain(keyed: bool) -> None:
-    from runtime_ops.store.audit import settings_key
+    from runtime_ops.store.audit import create_settings_key, settings_key
     from runtime_ops.store.chain import GENESIS, GLOBAL_CHAIN, record_hash
 
     from runtime_ops.store.tables.base import UTCDateTime
@@ -42,7 +42,9 @@ def _rechain(keyed: bool) -> None:
         sa.column("prev_hash"),
         sa.column("hash"),
     )
-    key = settings_key() if keyed else b""
+    # Read at the first record, so an empty log (a store being created) needs no key. Upgrading, this is where
+    # the log gets its first key, so it may be made; downgrading, it must be the key the log was chained with.
+    key = b""
     old: dict[str, str] = {}  # chain -> previous hash as stored
     new: dict[str, str] = {}  # chain -> previous hash re-computed
     last = 0
@@ -52,9 +54,10 @@ def _rechain(keyed: bool) -> None:
             break
         for row in rows:
             rec = dict(row)
+            key = key or (create_settings_key() if keyed else settings_key())
             chain = str(rec["chain"])
             prev_old, prev_new = old.get(chain, GENESIS), new.get(chain, GENESIS)
-            expected = _unkeyed(prev_old, rec) if keyed else record_hash(prev_old, rec, settings_key())
+            expected = _unkeyed(prev_old, rec) if keyed else record_hash(prev_old, rec, key)
             if rec["prev_hash"] != prev_old or rec["hash"] != expected:
                 raise RuntimeError(
                     f"audit record {rec['id']} (chain {chain}) does not verify as it was written: the log was "
