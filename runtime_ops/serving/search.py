@@ -31,6 +31,8 @@ class SearchHit:
     title: str
     score: float
     text: str
+    document_id: int  # the document version the chunk belongs to
+    ord: int  # the chunk's place in it (consecutive chunks share their overlap)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,12 +110,12 @@ class Searcher:
         vectors = embedder.embed(list(queries))
         found = self._index(row, embedder.dim).search(vectors, k)
         assert self.store.pipeline is not None
-        texts = self.store.documents.chunk_texts(sorted({h.chunk_id for hits in found for h in hits}))
+        rows = self.store.documents.chunk_rows(sorted({h.chunk_id for hits in found for h in hits}))
         hits = [
             [
-                SearchHit(h.chunk_id, texts[h.chunk_id][0], texts[h.chunk_id][1], h.score, texts[h.chunk_id][2])
+                SearchHit(h.chunk_id, r.key, r.title, h.score, r.text, r.document_id, r.ord)
                 for h in query_hits
-                if h.chunk_id in texts
+                if (r := rows.get(h.chunk_id)) is not None
             ]
             for query_hits in found
         ]

@@ -146,7 +146,7 @@ def answer(
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
     ops: Annotated[OpsContext, Depends(get_ops)],
 ) -> dict[str, Any]:
-    from runtime_ops.serving.answerer import answer_with
+    from runtime_ops.serving.answerer import answer_hits
 
     started = time.perf_counter()
     spec, searcher = searchers.get(body.pipeline)
@@ -160,9 +160,7 @@ def answer(
         llm = ChatEndpoint(spec.answers.endpoint, api_key=key or None, model=spec.answers.model, timeout_s=20.0)
     try:
         embedder = searcher.embedder(result.model_version)
-        text, answerer, failure = answer_with(
-            llm, body.question, result.query_vectors[0], [h.text for h in hits], embedder.embed
-        )
+        answered = answer_hits(llm, body.question, result.query_vectors[0], hits, embedder.embed)
     finally:
         if llm is not None:
             llm.close()
@@ -173,12 +171,10 @@ def answer(
         "pipeline": result.pipeline,
         "model_version": result.model_version,
         "index_id": result.index_id,
-        "answer": text,
-        "answerer": answerer,
-        "endpoint_error": failure,
-        "sources": [
-            {"chunk_id": h.chunk_id, "document_key": h.document_key, "title": h.title, "score": round(h.score, 6)}
-            for h in hits
-        ],
+        "answer": answered.text,
+        "answerer": answered.answerer,
+        "endpoint_error": answered.endpoint_error,
+        # One per passage (overlapping chunks of a document are one), numbered as the model prompt numbers them.
+        "sources": answered.sources(),
         "took_ms": round(took * 1000, 2),
     }
