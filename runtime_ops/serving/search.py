@@ -3,6 +3,9 @@
 The `retrieval_index` alias is read once per request and that index answers the whole request, so a request
 never mixes two model versions, also while a promotion or rollback swaps the alias: the index it read stays
 intact (retention never drops the serving index or the rollback target).
+
+`warm` loads what the next request needs (the serving model's embedder, the index's open handle, one query through
+both) ahead of it: the ops API calls it before it reports ready and again whenever the alias moves.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
 MAX_K = 100
+# What warming embeds: any text does, the model's first inference is what costs (loading weights, a first batch).
+WARM_QUERY = "warm up the serving model"
 
 
 class NoServingIndex(LookupError):
@@ -64,15 +71,23 @@ class Searcher:
         # Open index handles by index row id (a refilled index is a new row): opening one costs a manifest read
         # (LanceDB, ~1.2 ms) or a catalog query (pgvector) per request otherwise. Handles read the newest version.
         self._indexes: dict[int, VectorIndex] = {}
+        self._warmed: int | None = None  # the index id `warm` last loaded and queried
         self._lock = threading.Lock()
+        self._loading = threading.Lock()
 
     def embedder(self, version: int) -> TextEmbedder:
         with self._lock:
             found = self._embedders.get(version)
         if found is None:
-            found = load_embedder(self.store, version)
-            with self._lock:
-                self._embedders[version] = found
+            # One load at a time: a request that comes while the warm-up loads this model waits for that load
+            # rather than loading the same weights a second time.
+            with self._loading:
+                with self._lock:
+                    found = self._embedders.get(version)
+                if found is None:
+                    found = load_embedder(self.store, version)
+                    with self._lock:
+                        self._embedders[version] = found
         return found
 
     def serving_index(self) -> dict[str, Any]:
@@ -100,6 +115,28 @@ class Searcher:
                     del self._indexes[old]
                 self._indexes[index_id] = found
         return found
+
+    @property
+    def warmed(self) -> int | None:
+        """The id of the index `warm` last made ready to answer (None: none yet)."""
+        return self._warmed
+
+    def warm(self) -> int:
+        """Load the serving index's embedder and open the index, and run one query through both, so that the next
+        request pays for neither; returns the index id. Cheap once done (one read of the alias). Raises
+        NoServingIndex (the pipeline serves no index from this vector store yet) and what loading raises."""
+        row = self.serving_index()
+        index_id = int(row["id"])
+        if self._warmed == index_id:
+            return index_id
+        embedder = self.embedder(int(row["model_version"]))
+        embedder.embed([WARM_QUERY])
+        # A unit query, not the embedded text: a model that knows none of its words embeds it as zeros, which an
+        # index answers without reading anything.
+        probe = np.full((1, embedder.dim), 1.0 / np.sqrt(embedder.dim), dtype=np.float32)
+        self._index(row, embedder.dim).search(probe, 1)
+        self._warmed = index_id
+        return index_id
 
     def search(self, queries: Sequence[str], k: int) -> SearchResult:
         if not 1 <= k <= MAX_K:
