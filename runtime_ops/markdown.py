@@ -7,8 +7,8 @@ in a shell command has to reach the reader as `|`, not as a look-alike `/` that 
 - `escape_text`: plain text as inline markdown that renders as exactly its characters;
 - `table_cell` / `table_row`: markdown made safe for GFM table cells;
 - `code_span`: any text as an inline code span;
-- `split_fenced` / `inline_code_spans`: where fenced code blocks and code spans are, for the chunker and the
-  extractive answerer, which must not cut through them or read them as prose.
+- `split_fenced` / `inline_code_spans` / `starts_inside_code`: where fenced code blocks and code spans are, for
+  the chunker and the extractive answerer, which must not cut through them or read them as prose.
 """
 
 from __future__ import annotations
@@ -142,3 +142,15 @@ def inline_code_spans(text: str) -> list[tuple[int, int]]:
 def outside_spans(position: int, spans: list[tuple[int, int]]) -> bool:
     """Whether `position` of a text lies outside all of its `spans` (from `inline_code_spans`)."""
     return not any(start < position < end for start, end in spans)
+
+
+def starts_inside_code(text: str) -> str | None:
+    """The fence of a code block `text` starts in (a chunk cut from inside a long block), else None.
+
+    Told by its fence lines: an odd number of them, the first bare (no info string, as a closing fence is), means
+    the first one closes a block opened before the text; an opening fence usually names its language.
+    """
+    fences = [found for line in text.splitlines() if (found := fence_line(line)) is not None]
+    if len(fences) % 2 == 1 and not fences[0][1]:
+        return fences[0][0]
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -63,6 +64,8 @@ class ApiServer:
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    # As a deployment does, send traffic once the serving indexes are loaded (/readyz).
+                    ready(lambda: httpx.get(f"{self.url}/readyz", timeout=5))
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)
@@ -88,6 +91,19 @@ class ApiServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def ready(probe: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """`probe()` (a GET of /readyz) once the ops API is past warming up its serving indexes: its answer then (ready,
+    or what else is wrong). The deadline only stops a test that would hang."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = probe()
+        if reply.status_code != 503 or not str(reply.json().get("status", "")).startswith("warming up"):
+            return reply
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the ops API was still warming up after {timeout:.0f} s: {reply.text}")
+        time.sleep(0.05)
 
 
 def key_headers(database_url: str, scope: str = "read") -> dict[str, str]:

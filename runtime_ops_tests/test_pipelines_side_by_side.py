@@ -1,5 +1,7 @@
 """Two pipelines declared in YAML run side by side on one PostgreSQL state store and one Dagster instance:
 each with its own landing, golden set, approvers and policy; each decision moves only its own `production`.
+Model versions count per pipeline, so both have a v1 and a v2: gate, approvals, promotion and serving keep them
+apart by (pipeline, version).
 """
 
 from __future__ import annotations
@@ -77,9 +79,9 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         [train] = flow.tick_and_run("corpus_sensor")
         assert train.success, name
     v1 = {name: s.registry.alias("production") for name, s in stores.items()}
-    assert v1["alpha"] != v1["beta"] and all(v1.values())
-    assert v1["beta"] is not None
-    assert stores["alpha"].registry.get_model(v1["beta"]) is None  # one pipeline cannot see the other's models
+    assert v1 == {"alpha": 1, "beta": 1}  # a second pipeline's first model is v1, not v2
+    digests = {name: s.registry.get_model(1)["digest"] for name, s in stores.items()}
+    assert digests["alpha"] != digests["beta"]  # each pipeline's v1 is its own model
 
     # Second candidates wait for their own approvers.
     for name, flow in flows.items():
@@ -90,6 +92,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     pending = {name: s.requests.list_requests(status="pending") for name, s in stores.items()}
     assert [len(p) for p in pending.values()] == [1, 1]
     alpha_req, beta_req = pending["alpha"][0], pending["beta"][0]
+    assert alpha_req["candidate_version"] == beta_req["candidate_version"] == 2  # v2 in both, each its own
     assert alpha_req["approvers"] == ["UA1", "UA2"] and beta_req["required_approvals"] == 2
     # Each report was scored on its own golden set.
     assert (
@@ -162,3 +165,19 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         assert [h["new_target"] for h in history] == [v1[name], pending[name][0]["candidate_version"]]
         # Run keys and locks did not collide: each batch and lock is the pipeline's own.
         assert all(b["pipeline"] == name for b in store.ledger.batches())
+        # Each serves its own v2's index (named by pipeline and version), with its own model's vectors.
+        index = store.indexes.current_index()
+        assert (index["pipeline"], index["model_version"]) == (name, 2)
+
+    # Searching each pipeline answers from its own v2: its own documents, embedded by its own model.
+    with ApiServer(get_settings()) as api:
+        search = api.key_headers("search")
+        for name, folders in CORPORA.items():
+            reply = httpx.post(
+                f"{api.url}/api/search", json={"query": "read a file", "k": 5, "pipeline": name}, headers=search
+            )
+            assert reply.status_code == 200, reply.text
+            found = reply.json()
+            assert (found["pipeline"], found["model_version"]) == (name, 2)
+            assert found["index_id"] == stores[name].indexes.current_index()["id"]
+            assert found["results"] and {r["document_key"].split("/")[1] for r in found["results"]} <= set(folders)

@@ -260,4 +260,4 @@ def test_json_api_lists_requests(world: World) -> None:
     assert rows[0]["decided_by"] == "U2" and rows[0]["approvers"] == ["U2", "U3", "U4"]
     assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "pending"}, headers=read).json() == []
     assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "bogus"}, headers=read).status_code == 400
-    assert httpx.get(f"{world.api.url}/readyz").json() == {"status": "ready"}
+    assert httpx.get(f"{world.api.url}/readyz").json()["status"] == "ready"

@@ -21,7 +21,7 @@ from runtime_ops.api.app import create_app
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.integrity import StateDamaged
-from runtime_ops_tests.approvals_support import operator_cli
+from runtime_ops_tests.approvals_support import operator_cli, ready
 from runtime_ops_tests.servers import free_port
 
 
@@ -92,7 +92,7 @@ def test_a_damaged_state_file_stops_the_cli_the_api_and_readyz_naming_file_and_f
     path = _filled_store(env, tmp_path)
     app = create_app(get_settings())  # started while the file was whole
     with TestClient(app) as client:
-        assert client.get("/readyz").json() == {"status": "ready"}
+        assert ready(lambda: client.get("/readyz")).json()["status"] == "ready"
         damage(path)
         from runtime_ops.api.routes import health
 

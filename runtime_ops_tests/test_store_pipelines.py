@@ -83,7 +83,7 @@ def test_pipelines_are_isolated(db_url: str) -> None:
     # The same key, version and model bytes are a new document / model version in the other pipeline.
     assert beta.ledger.known_versions(["docs/a.md"]) == set()
     b = _populate(beta, "same")
-    assert a["model"]["version"] != b["model"]["version"]  # version numbers stay globally unique
+    assert a["model"]["version"] == b["model"]["version"] == 1  # versions count per pipeline
 
     for mine, theirs in ((alpha, b), (beta, a)):
         name = mine.pipeline
@@ -92,7 +92,7 @@ def test_pipelines_are_isolated(db_url: str) -> None:
         assert [d["pipeline"] for d in mine.documents.batch_documents(theirs["batch"]["id"])] == []
         assert {d["pipeline"] for d in mine.documents.documents_by_status("pending")} == {name}
         assert mine.documents.document("docs/a.md", "v1")["pipeline"] == name
-        assert mine.registry.get_model(theirs["model"]["version"]) is None
+        assert mine.registry.get_model(theirs["model"]["version"])["pipeline"] == name  # its own v1
         assert [m["pipeline"] for m in mine.registry.models()] == [name]
         assert mine.registry.latest_model()["pipeline"] == name
         assert mine.evaluations.get_eval_report(theirs["report"]["id"]) is None
@@ -111,9 +111,11 @@ def test_pipelines_are_isolated(db_url: str) -> None:
     assert alpha.votes.cast_vote(a["request"]["id"], actor="U1", approve=True, channel="cli").outcome == "accepted"
     assert beta.requests.get_request(b["request"]["id"])["status"] == "pending"
 
-    # beta cannot point its alias at alpha's model (nor its index alias at alpha's index).
-    with pytest.raises(ForeignTarget, match=r"pipeline 'beta'.*belongs to pipeline 'alpha'"):
-        beta.registry.set_alias("production", a["model"]["version"], actor="test")
+    # beta cannot point its alias at a model only alpha has (nor its index alias at alpha's index).
+    alpha_v2, _ = _candidate(alpha, "alpha-only")
+    assert alpha_v2["version"] == 2
+    with pytest.raises(ForeignTarget, match=r"pipeline 'beta'.*version 2: it belongs to pipeline 'alpha'"):
+        beta.registry.set_alias("production", 2, actor="test")
     assert beta.registry.alias("production") == b["model"]["version"]
     index = alpha.indexes.create_index(
         model_version=a["model"]["version"], backend="lance", location="/v", dim=8, synced_seq=0, run_id=None
@@ -130,7 +132,7 @@ def test_pipelines_are_isolated(db_url: str) -> None:
     every = alpha.scoped(None)
     assert every.pipeline is None
     assert sorted(x["pipeline"] for x in every.ledger.batches()) == ["alpha", "beta"]
-    assert sorted(m["pipeline"] for m in every.registry.models()) == ["alpha", "beta"]
+    assert sorted(m["pipeline"] for m in every.registry.models()) == ["alpha", "alpha", "beta"]
     assert sorted(r["pipeline"] for r in every.requests.list_requests()) == ["alpha", "beta"]
     assert {(x["pipeline"], x["target"]) for x in every.registry.aliases("production")} == {
         ("alpha", a["model"]["version"]),
@@ -142,6 +144,8 @@ def test_pipelines_are_isolated(db_url: str) -> None:
         every.ledger.record_batch("s3://shared/", [NewObject("docs/b.md", "v1", 1, None)])
     with pytest.raises(UnscopedWrite):
         every.registry.set_alias("production", a["model"]["version"], actor="test")
+    with pytest.raises(UnscopedWrite, match="look up a model version"):  # v1 of which pipeline?
+        every.registry.get_model(1)
     assert open_store(db_url, pipeline=None).pipeline is None
 
     # Scrape-time aggregates carry the pipeline.
@@ -227,8 +231,8 @@ def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
     model, _ = other.registry.register_model(
         digest="m", artifact_id=1, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None
     )
-    assert model["version"] == 2
-    other.registry.set_alias("production", 2, actor="t")
+    assert model["version"] == 1  # versions count per pipeline (migration 0016)
+    other.registry.set_alias("production", 1, actor="t")
     assert demo.registry.alias("production") == 1
 
 

@@ -20,7 +20,8 @@ within Slack's 3 seconds; Slack message updates run after the response.
 Every route authenticates its caller: Slack by its signature, approval pages by the link's signature, the
 Alertmanager and landing webhooks by their tokens, and everything else (`/api/*`, `/metrics`, `/openapi.json`,
 `/docs`) by a scoped API key, `runtime_ops.api.auth.require_scope(scope)` (keys are made with `runtime-ops keys
-create`). Only `/healthz` and `/readyz` answer anyone: they say nothing but up or down.
+create`). Only `/healthz` and `/readyz` answer anyone: they say nothing but up or down (`/readyz` also names the
+pipelines still warming up, or serving no index yet: `runtime_ops.api.searchers`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from runtime_ops.api.deps import OpsContext
 from runtime_ops.api.guards import BodyLimit, PageHeaders
 from runtime_ops.api.refusals import Refusals
 from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
+from runtime_ops.api.searchers import ServingWarmup
 from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
@@ -71,12 +73,15 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = _THREADS
+        # Each pipeline's embedder and index are loaded before /readyz says ready, and again after a promotion.
+        app.state.warmup.start()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_flush_refusals, ops)
             try:
                 yield
             finally:
                 tasks.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(app.state.warmup.stop)
         await anyio.to_thread.run_sync(lambda: ops.refusals.flush(final=True))
 
     # The schema and the Swagger page are served by routes/docs.py, behind a `read` key, not by FastAPI's open ones.
@@ -96,6 +101,7 @@ def create_app(
     app.state.store = ops.store
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
     search.install_search(app, ops, app.state.metrics_registry)
+    app.state.warmup = ServingWarmup(app.state.searchers)
     for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, docs):
         app.include_router(module.router)
     return app

@@ -1,6 +1,8 @@
-"""Extractive answers: the parts of the retrieved chunks closest to the question (no model endpoint).
+"""Answers from retrieved chunks: `answer_hits` (what `/api/answer` and `rag_answers` call) merges the chunks into
+passages (`runtime_ops.serving.passages`: overlapping chunks of a document become one passage, cited once), then
+asks the model endpoint, or answers extractively: the parts of the passages closest to the question.
 
-The chunks are markdown, and so is an answer. A part is a prose sentence, or a fenced code block kept whole
+The passages are markdown, and so is an answer. A part is a prose sentence, or a fenced code block kept whole
 with its fences (a block a chunk holds only part of is closed, its code untouched): a command must reach the
 reader as it was written, not as a lone fence line glued to a sentence. Heading markers are dropped, their text
 kept: `### Title` in the middle of an answer is debris, not structure.
@@ -15,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from runtime_ops.markdown import close_fences, fence_line, inline_code_spans, outside_spans, split_fenced
+from runtime_ops.markdown import close_fences, inline_code_spans, outside_spans, split_fenced, starts_inside_code
+from runtime_ops.serving.passages import Passage, Retrieved, merge_passages
 
 _PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -40,7 +43,7 @@ def _parts(passage: str, first_paragraph: int = 0) -> list[_Part]:
     """The answer candidates of `passage`; paragraphs are numbered from `first_paragraph`."""
     parts: list[_Part] = []
     paragraph = first_paragraph
-    for block in split_fenced(passage, inside=_starts_inside_code(passage)):
+    for block in split_fenced(passage, inside=starts_inside_code(passage)):
         if block.code:
             code = block.text.strip("\n").rstrip()
             if not block.opened:
@@ -64,18 +67,6 @@ def _parts(passage: str, first_paragraph: int = 0) -> list[_Part]:
     return [p for p in parts if p.code or len(p.text) >= _MIN_SENTENCE]
 
 
-def _starts_inside_code(passage: str) -> str | None:
-    """The fence of a code block `passage` starts in (a chunk cut from inside a long block), else None.
-
-    Told by its fence lines: an odd number of them, the first bare (no info string, as a closing fence is), means
-    the first one closes a block opened before the chunk; an opening fence usually names its language.
-    """
-    fences = [found for line in passage.splitlines() if (found := fence_line(line)) is not None]
-    if len(fences) % 2 == 1 and not fences[0][1]:
-        return fences[0][0]
-    return None
-
-
 def extractive_answer(
     question_vec: np.ndarray,
     passages: Sequence[str],
@@ -88,6 +79,11 @@ def extractive_answer(
     parts: list[_Part] = []
     for p in passages:
         parts.extend(_parts(p, first_paragraph=parts[-1].paragraph + 1 if parts else 0))
+    # The same sentence or code block in two passages (boilerplate two documents share) is said once.
+    first: dict[str, _Part] = {}
+    for part in parts:
+        first.setdefault(part.text, part)
+    parts = list(first.values())
     if not parts:
         return _clip(_Part(_HEADING.sub(lambda m: m.group("text"), passages[0]).strip()), max_chars) if passages else ""
     scores = embed([p.text for p in parts]) @ question_vec
@@ -148,3 +144,29 @@ def answer_with(
         except EndpointError as exc:
             return extractive_answer(question_vec, passages, embed), "extractive", str(exc)
     return extractive_answer(question_vec, passages, embed), "extractive", None
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    answerer: str  # "model" or "extractive"
+    endpoint_error: str | None  # why the model endpoint's answer was not used, when it failed
+    passages: list[Passage]  # what the answer was drawn from, in the order the model prompt numbers them
+
+    def sources(self) -> list[dict[str, Any]]:
+        """One citation per passage: `sources[i]` is the prompt's passage [i + 1]."""
+        return [p.as_source() for p in self.passages]
+
+
+def answer_hits(
+    llm: Any,
+    question: str,
+    question_vec: np.ndarray,
+    hits: Sequence[Retrieved],
+    embed: Callable[[Sequence[str]], np.ndarray],
+) -> Answer:
+    """The answer to `question` from a search's `hits` (best first), merged into passages first so that no passage
+    is given twice to the model or to the extractive answer."""
+    passages = merge_passages(hits)
+    text, answerer, failure = answer_with(llm, question, question_vec, [p.text for p in passages], embed)
+    return Answer(text, answerer, failure, passages)

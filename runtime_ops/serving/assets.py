@@ -163,11 +163,11 @@ def answer_markdown(number: int, question: str, answer: str, sources: list[dict[
     by_key: dict[str, list[dict[str, Any]]] = {}
     for source in sources:
         by_key.setdefault(str(source["key"]), []).append(source)
-    cited = [
-        f"- {code_span(key)} (chunk{'s' if len(hits) > 1 else ''} {', '.join(str(h['chunk_id']) for h in hits)}, "
-        f"score {max(float(h['score']) for h in hits):.3f})"
-        for key, hits in by_key.items()
-    ]
+    cited = []
+    for key, hits in by_key.items():
+        ids = [str(i) for h in hits for i in h.get("chunk_ids") or [h["chunk_id"]]]
+        best = max(float(h["score"]) for h in hits)
+        cited.append(f"- {code_span(key)} (chunk{'s' if len(ids) > 1 else ''} {', '.join(ids)}, score {best:.3f})")
     # An answer that leaves a code block open would swallow the next questions.
     body = close_fences(answer.strip()) if answer.strip() else "_No answer: nothing was retrieved._"
     return "\n\n".join([f"### {number}. {escape_text(question)}", body, "Sources:", "\n".join(cited) or "_none_"])
@@ -183,6 +183,7 @@ def answer_questions(
     import os
 
     from runtime_ops.serving.answerer import answer_with
+    from runtime_ops.serving.passages import merge_passages
     from runtime_ops.serving.search import NoServingIndex, Searcher
 
     questions = config.questions or default_questions(store, answers)
@@ -211,15 +212,26 @@ def answer_questions(
     rows = []
     sections: list[str] = []
     for question, qvec, hits in zip(questions, result.query_vectors, result.hits, strict=True):
-        sources = [{"key": h.document_key, "chunk_id": h.chunk_id, "score": round(h.score, 4)} for h in hits]
         # One answer per (index, question, answerer): a re-run or retry reuses it instead of asking again.
         key = f"answer:{result.index_id}:{hashlib.sha256(question.encode()).hexdigest()[:24]}:{mode}"
         claim = store.effects.claim_effect(key, "answer", context.run_id)
+        # Overlapping chunks of a document are one passage, answered from and cited once.
+        passages = merge_passages(hits)
+        sources = [
+            {
+                "key": p.document_key,
+                "chunk_id": p.chunk_ids[0],
+                "chunk_ids": list(p.chunk_ids),
+                "score": round(p.score, 4),
+            }
+            for p in passages
+        ]
         if claim.action == "skip" and claim.result:
             answer, answerer = claim.result["answer"], claim.result["answerer"]
             reused += 1
         else:
-            answer, answerer, failure = answer_with(llm, question, qvec, [h.text for h in hits], embedder.embed)
+            texts = [p.text for p in passages]
+            answer, answerer, failure = answer_with(llm, question, qvec, texts, embedder.embed)
             if failure is not None:
                 fallbacks.append(failure)
                 context.log.warning(f"model endpoint failed, answering extractively: {failure}")

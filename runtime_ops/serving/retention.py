@@ -68,9 +68,14 @@ def collect(
     for version in plan.collect:
         if not dry_run:
             report.dropped_vectors += store.embeddings.drop_embeddings(version)
-    # A collected version's weights go too, unless a kept version shares the artifact (the same content).
+    # A collected version's weights go too, unless a kept model shares the artifact (the same content). Artifacts
+    # are shared by every pipeline, so another pipeline's models count, whatever their version numbers.
     models = {int(m["version"]): int(m["artifact_id"]) for m in store.registry.models()}
-    kept = {a for v, a in models.items() if v not in plan.collect}
+    kept = {
+        int(m["artifact_id"])
+        for m in store.scoped(None).registry.models()
+        if m["pipeline"] != store.pipeline or int(m["version"]) not in plan.collect
+    }
     if not dry_run:
         report.released_bytes = store.artifacts.release(
             a for v, a in models.items() if v in plan.collect and a not in kept

@@ -3,6 +3,9 @@
 The `retrieval_index` alias is read once per request and that index answers the whole request, so a request
 never mixes two model versions, also while a promotion or rollback swaps the alias: the index it read stays
 intact (retention never drops the serving index or the rollback target).
+
+`warm` loads what the next request needs (the serving model's embedder, the index's open handle, one query through
+both) ahead of it: the ops API calls it before it reports ready and again whenever the alias moves.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
 MAX_K = 100
+# What warming embeds: any text does, the model's first inference is what costs (loading weights, a first batch).
+WARM_QUERY = "warm up the serving model"
 
 
 class NoServingIndex(LookupError):
@@ -31,6 +38,8 @@ class SearchHit:
     title: str
     score: float
     text: str
+    document_id: int  # the document version the chunk belongs to
+    ord: int  # the chunk's place in it (consecutive chunks share their overlap)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -62,15 +71,23 @@ class Searcher:
         # Open index handles by index row id (a refilled index is a new row): opening one costs a manifest read
         # (LanceDB, ~1.2 ms) or a catalog query (pgvector) per request otherwise. Handles read the newest version.
         self._indexes: dict[int, VectorIndex] = {}
+        self._warmed: int | None = None  # the index id `warm` last loaded and queried
         self._lock = threading.Lock()
+        self._loading = threading.Lock()
 
     def embedder(self, version: int) -> TextEmbedder:
         with self._lock:
             found = self._embedders.get(version)
         if found is None:
-            found = load_embedder(self.store, version)
-            with self._lock:
-                self._embedders[version] = found
+            # One load at a time: a request that comes while the warm-up loads this model waits for that load
+            # rather than loading the same weights a second time.
+            with self._loading:
+                with self._lock:
+                    found = self._embedders.get(version)
+                if found is None:
+                    found = load_embedder(self.store, version)
+                    with self._lock:
+                        self._embedders[version] = found
         return found
 
     def serving_index(self) -> dict[str, Any]:
@@ -99,6 +116,28 @@ class Searcher:
                 self._indexes[index_id] = found
         return found
 
+    @property
+    def warmed(self) -> int | None:
+        """The id of the index `warm` last made ready to answer (None: none yet)."""
+        return self._warmed
+
+    def warm(self) -> int:
+        """Load the serving index's embedder and open the index, and run one query through both, so that the next
+        request pays for neither; returns the index id. Cheap once done (one read of the alias). Raises
+        NoServingIndex (the pipeline serves no index from this vector store yet) and what loading raises."""
+        row = self.serving_index()
+        index_id = int(row["id"])
+        if self._warmed == index_id:
+            return index_id
+        embedder = self.embedder(int(row["model_version"]))
+        embedder.embed([WARM_QUERY])
+        # A unit query, not the embedded text: a model that knows none of its words embeds it as zeros, which an
+        # index answers without reading anything.
+        probe = np.full((1, embedder.dim), 1.0 / np.sqrt(embedder.dim), dtype=np.float32)
+        self._index(row, embedder.dim).search(probe, 1)
+        self._warmed = index_id
+        return index_id
+
     def search(self, queries: Sequence[str], k: int) -> SearchResult:
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
@@ -108,12 +147,12 @@ class Searcher:
         vectors = embedder.embed(list(queries))
         found = self._index(row, embedder.dim).search(vectors, k)
         assert self.store.pipeline is not None
-        texts = self.store.documents.chunk_texts(sorted({h.chunk_id for hits in found for h in hits}))
+        rows = self.store.documents.chunk_rows(sorted({h.chunk_id for hits in found for h in hits}))
         hits = [
             [
-                SearchHit(h.chunk_id, texts[h.chunk_id][0], texts[h.chunk_id][1], h.score, texts[h.chunk_id][2])
+                SearchHit(h.chunk_id, r.key, r.title, h.score, r.text, r.document_id, r.ord)
                 for h in query_hits
-                if h.chunk_id in texts
+                if (r := rows.get(h.chunk_id)) is not None
             ]
             for query_hits in found
         ]

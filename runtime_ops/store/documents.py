@@ -4,7 +4,7 @@ versions of the key), and read the current corpus. Per pipeline: a key is the sa
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -18,11 +18,22 @@ _D, _C = t.documents, t.chunks
 _LISTED = [c for c in _D.c if c.name != "text"]
 # Built once: every search request reads its hits' texts, and building the statement costs more than running it.
 _TEXTS_ANY = (
-    select(_C.c.id, _D.c.key, _D.c.title, _C.c.text)
+    select(_C.c.id, _D.c.key, _D.c.title, _C.c.text, _C.c.document_id, _C.c.ord)
     .join(_D, _D.c.id == _C.c.document_id)
     .where(_C.c.id.in_(bindparam("ids", expanding=True)))
 )
 _TEXTS = _TEXTS_ANY.where(_D.c.pipeline == bindparam("pipeline"))
+
+
+class ChunkRow(NamedTuple):
+    """A chunk as search shows it: its document's key and title, its text, and where it sits in the document
+    (`ord` counts the document's chunks from 0; consecutive ones share their overlap)."""
+
+    key: str
+    title: str
+    text: str
+    document_id: int
+    ord: int
 
 
 class Documents(Repository):
@@ -176,10 +187,14 @@ class Documents(Repository):
 
     def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """chunk id -> (document key, document title, chunk text), for the scope's chunks among `chunk_ids`."""
+        return {i: (r.key, r.title, r.text) for i, r in self.chunk_rows(chunk_ids).items()}
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """chunk id -> its ChunkRow, for the scope's chunks among `chunk_ids` (one query)."""
         if not chunk_ids:
             return {}
         if self.pipeline is None:
             rows = self.fetch(_TEXTS_ANY, {"ids": list(chunk_ids)})
         else:
             rows = self.fetch(_TEXTS, {"ids": list(chunk_ids), "pipeline": self.pipeline})
-        return {r.id: (r.key, r.title or r.key, r.text) for r in rows}
+        return {r.id: ChunkRow(r.key, r.title or r.key, r.text, int(r.document_id), int(r.ord)) for r in rows}

@@ -60,7 +60,7 @@ class Embeddings(Repository):
                         _D.c.status == "ok",
                         _E.c.chunk_id.is_(None),
                         _C.c.id > after,
-                        self.owned(_D),
+                        self.versioned(_D),
                         _in_shard(shard),
                     )
                 )
@@ -85,7 +85,7 @@ class Embeddings(Repository):
 
     def embedding_counts(self, model_version: int, *, shard: Shard | None = None) -> dict[str, int]:
         """How many current chunks there are and how many have a vector for `model_version` (of `shard` only)."""
-        current = and_(_D.c.status == "ok", self.owned(_D), _in_shard(shard))
+        current = and_(_D.c.status == "ok", self.versioned(_D), _in_shard(shard))
         with self.tx() as conn:
             total = conn.execute(
                 select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id)).where(current)
@@ -112,7 +112,7 @@ class Embeddings(Repository):
                         _E.c.model_version == model_version,
                         _D.c.status == "ok",
                         _E.c.chunk_id > last,
-                        self.owned(_D),
+                        self.versioned(_D),
                         _in_shard(shard),
                     )
                 )
@@ -140,7 +140,7 @@ class Embeddings(Repository):
                 select(_C.c.id, _D.c.key, _C.c.text, _E.c.vector)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
+                .where(and_(_D.c.status == "ok", _C.c.id > last, self.versioned(_D)))
                 .order_by(_C.c.id)
                 .limit(batch_size)
             )
@@ -168,7 +168,7 @@ class Embeddings(Repository):
                 select(_C.c.id, _C.c.document_id, _C.c.text, _E.c.vector)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_C.c.document_id.in_(list(document_ids)), _D.c.status == "ok", self.owned(_D)))
+                .where(and_(_C.c.document_id.in_(list(document_ids)), _D.c.status == "ok", self.versioned(_D)))
                 .order_by(_C.c.id)
             ).all()
         return [

@@ -26,18 +26,25 @@ class Evaluations(Repository):
     def latest_eval_report(self, candidate_version: int | None = None) -> dict[str, Any] | None:
         q = select(_R).where(self.owned(_R)).order_by(_R.c.id.desc()).limit(1)
         if candidate_version is not None:
-            q = q.where(_R.c.candidate_version == candidate_version)
+            q = q.where(and_(_R.c.candidate_version == candidate_version, self.versioned(_R)))
         with self.tx() as conn:
             return row_dict(conn.execute(q).first())
 
     def eval_history(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The newest report of each of the last `limit` evaluated candidate versions, oldest first."""
-        newest = select(func.max(_R.c.id)).where(self.owned(_R)).group_by(_R.c.candidate_version).scalar_subquery()
+        """The newest report of each of the last `limit` evaluated candidate versions (of every pipeline when
+        unscoped: a version is one pipeline's), oldest first."""
+        newest = (
+            select(func.max(_R.c.id))
+            .where(self.owned(_R))
+            .group_by(_R.c.pipeline, _R.c.candidate_version)
+            .scalar_subquery()
+        )
         q = select(_R.c.pipeline, _R.c.candidate_version, _R.c.candidate_metrics, _R.c.verdict).where(
             _R.c.id.in_(newest)
         )
         with self.tx() as conn:
-            rows = [dict(x._mapping) for x in conn.execute(q.order_by(_R.c.candidate_version.desc()).limit(limit))]
+            ordered = q.order_by(_R.c.candidate_version.desc(), _R.c.pipeline).limit(limit)
+            rows = [dict(x._mapping) for x in conn.execute(ordered)]
         return rows[::-1]
 
     def get_eval_report(self, report_id: int) -> dict[str, Any] | None:

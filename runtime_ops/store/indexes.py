@@ -67,7 +67,7 @@ class Indexes(Repository):
                 _I.c.backend == backend,
                 _I.c.location == location,
                 _I.c.status != DROPPED,
-                self.owned(_I),
+                self.versioned(_I),
             )
             return row_dict(conn.execute(select(_I).where(cond).order_by(_I.c.id.desc()).limit(1)).first())
 

@@ -1,5 +1,5 @@
-"""The model registry of a pipeline: model versions (globally unique numbers, each owned by one pipeline),
-named aliases (`production`, `candidate`, `retrieval_index`, ...) with their history, and fenced alias writes."""
+"""The model registry of a pipeline: model versions (numbered per pipeline: a model is (pipeline, version)), named
+aliases (`production`, `candidate`, `retrieval_index`, ...) with their history, and fenced alias writes."""
 
 from __future__ import annotations
 
@@ -42,10 +42,13 @@ def _check_target(conn: Connection, pipeline: str, name: str, target: int) -> No
         table, key, what = t.retrieval_indexes, t.retrieval_indexes.c.id, "retrieval index"
     else:
         table, key, what = _M, _M.c.version, "model version"
-    owner = conn.execute(select(table.c.pipeline).where(key == target)).scalar()
-    if owner is not None and owner != pipeline:
+    # Index ids are global; a model version number exists in every pipeline that has trained that many models, so
+    # only a target the pipeline lacks and another one has is another pipeline's.
+    owners = set(conn.execute(select(table.c.pipeline).where(key == target)).scalars())
+    if owners and pipeline not in owners:
         raise ForeignTarget(
-            f"alias {name!r} of pipeline {pipeline!r} cannot point at {what} {target}: it belongs to pipeline {owner!r}"
+            f"alias {name!r} of pipeline {pipeline!r} cannot point at {what} {target}: it belongs to pipeline "
+            f"{', '.join(repr(o) for o in sorted(owners))}"
         )
 
 
@@ -62,13 +65,15 @@ class Registry(Repository):
         corpus_revision: int,
         run_id: str | None,
     ) -> tuple[dict[str, Any], bool]:
-        """Register a trained model; the same digest maps to the same version (returns created=False)."""
+        """Register a trained model as the pipeline's next version (v1 for its first); the same digest maps to the
+        same version (returns created=False)."""
         pipeline = self.owner("register a model")
         with self.tx() as conn:
             row = conn.execute(select(_M).where(and_(_M.c.pipeline == pipeline, _M.c.digest == digest))).first()
             if row:
                 return dict(row._mapping), False
-            version = (conn.execute(select(func.max(_M.c.version))).scalar() or 0) + 1
+            newest = select(func.max(_M.c.version)).where(_M.c.pipeline == pipeline)
+            version = (conn.execute(newest).scalar() or 0) + 1
             values = {
                 "version": version,
                 "pipeline": pipeline,
@@ -86,11 +91,11 @@ class Registry(Repository):
 
     def get_model(self, version: int) -> dict[str, Any] | None:
         with self.tx() as conn:
-            return row_dict(conn.execute(select(_M).where(and_(_M.c.version == version, self.owned(_M)))).first())
+            return row_dict(conn.execute(select(_M).where(and_(_M.c.version == version, self.versioned(_M)))).first())
 
     def latest_model(self) -> dict[str, Any] | None:
         with self.tx() as conn:
-            q = select(_M).where(self.owned(_M)).order_by(_M.c.version.desc()).limit(1)
+            q = select(_M).where(self.versioned(_M)).order_by(_M.c.version.desc()).limit(1)
             return row_dict(conn.execute(q).first())
 
     def models(self) -> list[dict[str, Any]]:

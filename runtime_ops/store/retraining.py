@@ -52,7 +52,7 @@ class Retraining(Repository):
         with self.tx() as conn:
             row = conn.execute(
                 select(_S.c.centroid_sum, _S.c.centroid_count)
-                .where(and_(_S.c.model_version == model_version, self.owned(_S)))
+                .where(and_(_S.c.model_version == model_version, self.versioned(_S)))
                 .order_by(_S.c.id.desc())
                 .limit(1)
             ).first()

@@ -3,7 +3,7 @@
 Every repository is bound to the shared engine and one pipeline (or none: an unscoped view whose reads span
 every pipeline and whose pipeline-owned writes are refused). Reads of owned tables filter by the scope, inserts
 set it, and a read by a global id (model version, request id, batch id, index id) of another pipeline's row
-finds nothing.
+finds nothing. Model versions are numbered per pipeline, so a read by version needs a scope (`versioned`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ DEFAULT_PIPELINE = "demo"
 
 
 class UnscopedWrite(RuntimeError):
-    """A pipeline-owned write on an unscoped store (`open_store(url, pipeline=None)`)."""
+    """A pipeline-owned write, or a read by model version, on an unscoped store (`open_store(url, pipeline=None)`)."""
 
 
 class Repository:
@@ -58,6 +58,11 @@ class Repository:
         if self.pipeline is None:
             return true()
         return table.c.pipeline == self.pipeline
+
+    def versioned(self, table: Table) -> ColumnElement[bool]:
+        """The scope's filter on a read that names a model version: a version number means a model only within one
+        pipeline (v1 exists in each), so an unscoped store refuses."""
+        return table.c.pipeline == self.owner("look up a model version")
 
     def owner(self, what: str = "write") -> str:
         """The pipeline a write belongs to; refuses on an unscoped store."""

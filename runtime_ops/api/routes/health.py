@@ -1,14 +1,17 @@
-"""`GET /healthz` (the process answers) and `GET /readyz` (and its state store does)."""
+"""`GET /healthz` (the process answers) and `GET /readyz` (and its state store does, and every pipeline's serving
+index is loaded: `runtime_ops.api.searchers`)."""
 
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from runtime_ops.api.deps import StoreDep
+from runtime_ops.api.searchers import ServingWarmup, get_warmup
 from runtime_ops.store import StateStore, integrity
 from runtime_ops.store.migrate import head_revision
 
@@ -39,9 +42,10 @@ def _damage(store: StateStore) -> str | None:
 
 
 @router.get("/readyz")
-def readyz(store: StoreDep) -> JSONResponse:
-    """Ready when the state store answers and is whole (quick_check and schema revision, every 30 s). A damaged
-    store is named with its fix, so the probe's failure says what to do."""
+def readyz(store: StoreDep, warmup: Annotated[ServingWarmup, Depends(get_warmup)]) -> JSONResponse:
+    """Ready when the state store answers and is whole (quick_check and schema revision, every 30 s) and every
+    pipeline's serving index is loaded (or it has none yet, which the body says). A damaged store is named with its
+    fix, so the probe's failure says what to do."""
     try:
         with store.tx() as conn:
             conn.execute(text("SELECT 1"))
@@ -54,4 +58,8 @@ def readyz(store: StoreDep) -> JSONResponse:
     problem = _damage(store)
     if problem:
         return JSONResponse({"status": "damaged", "error": problem}, 503)
-    return JSONResponse({"status": "ready"})
+    left = warmup.left()
+    if left:
+        return JSONResponse({"status": f"warming up: {', '.join(left)}"}, 503)
+    notes = warmup.notes()
+    return JSONResponse({"status": "ready", **({"note": notes} if notes else {})})

@@ -9,7 +9,6 @@ embedding the query and reading the vector store block, so they run in the threa
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Annotated, Any
 
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime_ops.api.auth import SearchKey
 from runtime_ops.api.deps import OpsContext, get_ops
+from runtime_ops.api.searchers import Searchers
 from runtime_ops.observability.metrics import METRICS
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.search import MAX_K, NoServingIndex, Searcher
@@ -41,44 +41,6 @@ class AnswerRequest(BaseModel):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=4, ge=1, le=20, description="How many chunks the answer is drawn from.")
     pipeline: str | None = None
-
-
-class Searchers:
-    """One Searcher per pipeline for the app's lifetime (embedders and vector store connections are reused)."""
-
-    def __init__(self, ops: OpsContext) -> None:
-        self.ops = ops
-        self._lock = threading.Lock()
-        self._by_name: dict[str, tuple[PipelineSpec, Searcher]] = {}
-        self._specs: dict[str, PipelineSpec] | None = None
-
-    def specs(self) -> dict[str, PipelineSpec]:
-        if self._specs is None:
-            from runtime_ops.components.loading import load_specs
-
-            self._specs = load_specs(self.ops.settings)
-        return self._specs
-
-    def get(self, name: str | None) -> tuple[PipelineSpec, Searcher]:
-        specs = self.specs()
-        if name is None:
-            name = next(iter(specs)) if len(specs) == 1 else "demo" if "demo" in specs else None
-            if name is None:
-                raise HTTPException(400, f"several pipelines are declared ({', '.join(sorted(specs))}): name one")
-        if name not in specs:
-            raise HTTPException(404, f"no pipeline named {name!r}; declared: {', '.join(sorted(specs))}")
-        with self._lock:
-            found = self._by_name.get(name)
-            if found is None:
-                from runtime_ops.vectors.factory import pipeline_vector_store
-
-                spec = specs[name]
-                try:
-                    vectors = pipeline_vector_store(spec.vector_store)
-                except VectorStoreError as exc:
-                    raise HTTPException(503, f"pipeline {name}: {exc}") from None
-                found = self._by_name[name] = (spec, Searcher(self.ops.store.scoped(name), vectors))
-        return found
 
 
 class SearchMetrics:
@@ -146,7 +108,7 @@ def answer(
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
     ops: Annotated[OpsContext, Depends(get_ops)],
 ) -> dict[str, Any]:
-    from runtime_ops.serving.answerer import answer_with
+    from runtime_ops.serving.answerer import answer_hits
 
     started = time.perf_counter()
     spec, searcher = searchers.get(body.pipeline)
@@ -160,9 +122,7 @@ def answer(
         llm = ChatEndpoint(spec.answers.endpoint, api_key=key or None, model=spec.answers.model, timeout_s=20.0)
     try:
         embedder = searcher.embedder(result.model_version)
-        text, answerer, failure = answer_with(
-            llm, body.question, result.query_vectors[0], [h.text for h in hits], embedder.embed
-        )
+        answered = answer_hits(llm, body.question, result.query_vectors[0], hits, embedder.embed)
     finally:
         if llm is not None:
             llm.close()
@@ -173,12 +133,10 @@ def answer(
         "pipeline": result.pipeline,
         "model_version": result.model_version,
         "index_id": result.index_id,
-        "answer": text,
-        "answerer": answerer,
-        "endpoint_error": failure,
-        "sources": [
-            {"chunk_id": h.chunk_id, "document_key": h.document_key, "title": h.title, "score": round(h.score, 6)}
-            for h in hits
-        ],
+        "answer": answered.text,
+        "answerer": answered.answerer,
+        "endpoint_error": answered.endpoint_error,
+        # One per passage (overlapping chunks of a document are one), numbered as the model prompt numbers them.
+        "sources": answered.sources(),
         "took_ms": round(took * 1000, 2),
     }

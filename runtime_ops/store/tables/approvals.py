@@ -16,13 +16,14 @@ from sqlalchemy import (
 
 from runtime_ops.store.scope import DEFAULT_PIPELINE
 from runtime_ops.store.tables.base import UTCDateTime, metadata
+from runtime_ops.store.tables.corpus import model_ref
 
 approval_requests = Table(
     "approval_requests",
     metadata,
     Column("id", String(64), primary_key=True),
     Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
-    Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("candidate_version", Integer, nullable=False),
     Column("candidate_digest", String(64), nullable=False),
     Column("eval_report_id", Integer, ForeignKey("eval_reports.id"), nullable=False),
     # `policy` requests are decided by the gate's policy at creation; `human` ones wait for a person.
@@ -63,6 +64,7 @@ approval_requests = Table(
     Column("trace_context", String(128)),
     Index("ix_approval_requests_status", "status"),
     UniqueConstraint("pipeline", "candidate_digest", name="uq_approval_requests_pipeline_candidate_digest"),
+    model_ref("approval_requests", "candidate_version"),
 )
 
 # One row per counted vote; M-of-N approvals are distinct actors' rows.

@@ -8,9 +8,11 @@ from sqlalchemy import (
     BigInteger,
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -84,10 +86,12 @@ artifacts = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
+# A model is (pipeline, version): versions count per pipeline (v1, v2, ... in each; migration 0016), so every row
+# that names a model names its pipeline too and refers to both (`model_ref`).
 model_versions = Table(
     "model_versions",
     metadata,
-    Column("version", Integer, primary_key=True),
+    Column("version", Integer, nullable=False, autoincrement=False),
     Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
     Column("digest", String(64), nullable=False),
     Column("artifact_id", Integer, ForeignKey("artifacts.id"), nullable=False),
@@ -97,16 +101,27 @@ model_versions = Table(
     Column("corpus_revision", Integer, nullable=False),
     Column("trained_at", UTCDateTime(), nullable=False),
     Column("run_id", String(64)),
+    PrimaryKeyConstraint("pipeline", "version", name="pk_model_versions"),
     UniqueConstraint("pipeline", "digest", name="uq_model_versions_pipeline_digest"),
 )
+
+
+def model_ref(table: str, column: str) -> ForeignKeyConstraint:
+    """`table`'s (pipeline, `column`) names a model version of its own pipeline."""
+    return ForeignKeyConstraint(
+        ["pipeline", column],
+        ["model_versions.pipeline", "model_versions.version"],
+        name=f"fk_{table}_{column}_model",
+    )
+
 
 eval_reports = Table(
     "eval_reports",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
-    Column("candidate_version", Integer, ForeignKey("model_versions.version"), nullable=False),
-    Column("production_version", Integer, ForeignKey("model_versions.version")),
+    Column("candidate_version", Integer, nullable=False),
+    Column("production_version", Integer),
     Column("candidate_metrics", JSON, nullable=False),
     Column("production_metrics", JSON),
     Column("verdict", JSON, nullable=False),
@@ -116,6 +131,8 @@ eval_reports = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("run_id", String(64)),
     Index("ix_eval_reports_candidate", "candidate_version"),
+    model_ref("eval_reports", "candidate_version"),
+    model_ref("eval_reports", "production_version"),
 )
 
 # Named pointers: `production` -> model version, `retrieval_index` -> index id. `fence` is the highest
@@ -144,11 +161,14 @@ alias_history = Table(
     Column("changed_at", UTCDateTime(), nullable=False),
 )
 
+# A chunk belongs to one pipeline (through its document), so `model_version` is a version of that pipeline. No
+# foreign key to model_versions: the table has no pipeline column to make one with (migration 0016 dropped the one
+# on the version alone), and adding it would copy every vector for a fact the chunk already holds.
 chunk_embeddings = Table(
     "chunk_embeddings",
     metadata,
     Column("chunk_id", Integer, ForeignKey("chunks.id"), primary_key=True),
-    Column("model_version", Integer, ForeignKey("model_versions.version"), primary_key=True),
+    Column("model_version", Integer, primary_key=True, autoincrement=False),
     Column("vector", LargeBinary, nullable=False),
 )
 
@@ -160,7 +180,7 @@ retrieval_indexes = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
-    Column("model_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("model_version", Integer, nullable=False),
     Column("corpus_revision", Integer, nullable=False),
     Column("n_chunks", Integer, nullable=False),
     Column("artifact_id", Integer, ForeignKey("artifacts.id")),
@@ -173,6 +193,7 @@ retrieval_indexes = Table(
     Column("status", String(16), nullable=False, server_default="ready"),
     Column("updated_at", UTCDateTime()),
     Index("ix_retrieval_indexes_pipeline_version", "pipeline", "model_version"),
+    model_ref("retrieval_indexes", "model_version"),
 )
 
 # The shards of an index filled by a backfill (one Dagster partition each): planned when the backfill starts, marked

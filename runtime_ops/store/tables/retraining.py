@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, ForeignKey, Index, Integer, LargeBinary, String, Table, Text
+from sqlalchemy import Column, Float, Index, Integer, LargeBinary, String, Table, Text
 
 from runtime_ops.store.scope import DEFAULT_PIPELINE
 from runtime_ops.store.tables.base import UTCDateTime, metadata
+from runtime_ops.store.tables.corpus import model_ref
 
 # One row per embedding pass of document_embeddings that embedded new chunks with the production model: how far
 # those chunks moved from the corpus centroid and how many of their tokens the model does not know. The running
@@ -16,7 +17,7 @@ drift_signals = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
-    Column("model_version", Integer, ForeignKey("model_versions.version"), nullable=False),
+    Column("model_version", Integer, nullable=False),
     Column("corpus_revision", Integer, nullable=False),  # the corpus revision the batch was embedded at
     Column("chunks", Integer, nullable=False),
     Column("embedding_shift", Float),  # NULL: nothing to compare against (the model's first embedded chunks)
@@ -27,6 +28,7 @@ drift_signals = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_drift_signals_pipeline_revision", "pipeline", "corpus_revision"),
     Index("ix_drift_signals_pipeline_model", "pipeline", "model_version"),
+    model_ref("drift_signals", "model_version"),
 )
 
 # A request to retrain (an alert's or a person's) that the corpus sensor consumes once: `pending` until the
