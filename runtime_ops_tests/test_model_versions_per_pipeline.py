@@ -1,6 +1,6 @@
 """Model versions count per pipeline (v1, v2, ... in each), on PostgreSQL and SQLite: a model is (pipeline,
 version), so v1 of two pipelines never meet in embeddings, indexes, reports, requests, drift signals or aliases;
-migration 0016 keeps the numbers rows had and the schema matches it."""
+migration 0017 keeps the numbers rows had and the schema matches it."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ _ROWS_0015 = [
     "INSERT INTO documents (id, pipeline, key, version, batch_id, size, status) "
     "VALUES (1, 'demo', 'k', 'v', 'b1', 1, 'ok'), (2, 'other', 'k', 'v', 'b2', 1, 'ok')",
     "INSERT INTO chunks (id, document_id, ord, text) VALUES (1, 1, 0, 'x'), (2, 2, 0, 'y')",
-    # Before 0016 versions were global: demo has v1 and v3, other has v2.
+    # Before 0017 versions were global: demo has v1 and v3, other has v2.
     "INSERT INTO model_versions (version, pipeline, digest, artifact_id, params, n_documents, n_chunks, "
     "corpus_revision, trained_at) VALUES (1, 'demo', 'm1', 1, '{}', 1, 1, 1, :t), "
     "(2, 'other', 'm2', 1, '{}', 1, 1, 1, :t), (3, 'demo', 'm3', 1, '{}', 1, 1, 1, :t)",
@@ -158,7 +158,7 @@ _ROWS_0015 = [
 ]
 
 
-def test_migration_0016_keeps_the_numbers_and_counts_on_per_pipeline(db_url: str) -> None:
+def test_migration_0017_keeps_the_numbers_and_counts_on_per_pipeline(db_url: str) -> None:
     engine = engine_for(db_url)
     upgrade(engine, "0015")
     assert current_revision(engine) == "0015"

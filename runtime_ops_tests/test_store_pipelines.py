@@ -231,7 +231,7 @@ def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
     model, _ = other.registry.register_model(
         digest="m", artifact_id=1, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None
     )
-    assert model["version"] == 1  # versions count per pipeline (migration 0016)
+    assert model["version"] == 1  # versions count per pipeline (migration 0017)
     other.registry.set_alias("production", 1, actor="t")
     assert demo.registry.alias("production") == 1
 

@@ -86,7 +86,7 @@ artifacts = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-# A model is (pipeline, version): versions count per pipeline (v1, v2, ... in each; migration 0016), so every row
+# A model is (pipeline, version): versions count per pipeline (v1, v2, ... in each; migration 0017), so every row
 # that names a model names its pipeline too and refers to both (`model_ref`).
 model_versions = Table(
     "model_versions",
@@ -162,7 +162,7 @@ alias_history = Table(
 )
 
 # A chunk belongs to one pipeline (through its document), so `model_version` is a version of that pipeline. No
-# foreign key to model_versions: the table has no pipeline column to make one with (migration 0016 dropped the one
+# foreign key to model_versions: the table has no pipeline column to make one with (migration 0017 dropped the one
 # on the version alone), and adding it would copy every vector for a fact the chunk already holds.
 chunk_embeddings = Table(
     "chunk_embeddings",

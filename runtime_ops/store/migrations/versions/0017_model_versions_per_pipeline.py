@@ -5,8 +5,8 @@ model_versions becomes (pipeline, version), and the rows that name a model (eval
 retrieval indexes, drift signals) refer to it by (pipeline, version). chunk_embeddings has no pipeline column (its
 chunk's document holds it): its foreign key on the version alone is dropped, not replaced.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-12-05 10:00:00.000000
 """
 
@@ -17,8 +17,8 @@ import warnings
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016"
-down_revision = "0015"
+revision = "0017"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
@@ -100,7 +100,7 @@ def downgrade() -> None:
     )
     if clash is not None:
         raise RuntimeError(
-            f"cannot downgrade below 0016: model version {clash} exists in several pipelines (before 0016 a version "
+            f"cannot downgrade below 0017: model version {clash} exists in several pipelines (before 0017 a version "
             "number was global)"
         )
     _rekey(["version"])
