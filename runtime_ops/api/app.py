@@ -127,7 +127,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
     if settings.slack_bot_token:
         # Updates go to the channel recorded on each request (each pipeline has its own); the API posts nothing new.
         client = slack_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
-        notifier = SlackNotifier(client, settings.slack_approval_channel or "")
+        notifier = SlackNotifier(client, settings.slack_approval_channel or "", hooks_url=settings.slack_hooks_url)
     announcer = Announcer(
         store,
         link_secret,
