@@ -151,15 +151,16 @@ _TYPED = st.fixed_dictionaries(
 
 
 @st.composite
-def _payloads(draw: st.DrawFn) -> Any:
+def _payloads(draw: st.DrawFn) -> dict[str, Any]:
     """...and two in three have one thing changed: a field of the payload, of an alert or of its labels or
     annotations replaced by any text or any JSON value, removed, or a label added with any text as its name."""
-    payload = draw(_TYPED)
+    payload: dict[str, Any] = draw(_TYPED)
     change = draw(st.sampled_from(["none", "replace", "remove", "add"]))
     if change == "none":
         return payload
-    alerts = payload["alerts"]
-    targets = [payload, *alerts, *(a[k] for a in alerts for k in ("labels", "annotations") if k in a)]
+    alerts: list[dict[str, Any]] = payload["alerts"]
+    maps = [a[k] for a in alerts for k in ("labels", "annotations") if k in a]
+    targets: list[dict[str, Any]] = [payload, *alerts, *maps]
     target = draw(st.sampled_from(targets))
     if change == "add" or not target:
         target[draw(_ANY_TEXT)] = draw(_ANY_TEXT)

@@ -29,21 +29,26 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
+from starlette.types import ASGIApp
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
-from runtime_ops.api.guards import BodyLimit, PageHeaders
+from runtime_ops.api.guards import BodyLimit, Disconnects
+from runtime_ops.api.headers import SecurityHeaders
+from runtime_ops.api.redis_buckets import RedisBuckets
 from runtime_ops.api.refusals import Refusals
 from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
 from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.observability.logs import register_settings_secrets
+from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import Settings, get_settings
 from runtime_ops.store import open_store
 
@@ -78,9 +83,12 @@ def create_app(
             finally:
                 tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(lambda: ops.refusals.flush(final=True))
+        if ops.refusals.shared is not None:
+            ops.refusals.shared.close()
 
     # The schema and the Swagger page are served by routes/docs.py, behind a `read` key, not by FastAPI's open ones.
-    app = FastAPI(
+    app = OpsApp(
+        settings,
         title="runtime_ops ops API",
         version="1",
         lifespan=lifespan,
@@ -89,9 +97,9 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    # Outermost last: the size limit runs before anything reads a body; pages get their security headers.
-    app.add_middleware(PageHeaders)
+    # Outermost last: the size limit runs before anything reads a body; a client gone while it was read is a line.
     app.add_middleware(BodyLimit)
+    app.add_middleware(Disconnects)
     app.state.ops = ops
     app.state.store = ops.store
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
@@ -99,6 +107,27 @@ def create_app(
     for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, docs):
         app.include_router(module.router)
     return app
+
+
+class OpsApp(FastAPI):
+    """FastAPI with what must wrap even its error handler (Starlette's outermost middleware), so that a 500 has it
+    too: the proxy headers of trusted proxies first (the client and scheme everything after relies on; none unless
+    FORWARDED_ALLOW_IPS lists them), then the security headers (`runtime_ops.api.headers`)."""
+
+    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+        self.edge_settings = settings
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        settings = self.edge_settings
+        app: ASGIApp = SecurityHeaders(
+            super().build_middleware_stack(), https_public=settings.public_url.startswith("https://")
+        )
+        if settings.forwarded_allow_ips:
+            # uvicorn's own ProxyHeadersMiddleware, as a plain ASGI wrapper (its ASGI types are uvicorn's aliases).
+            proxied: Any = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=list(settings.forwarded_allow_ips))
+            app = proxied
+        return app
 
 
 async def _flush_refusals(ops: OpsContext) -> None:
@@ -146,5 +175,13 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         link_secret=link_secret,
         announcer=announcer,
         slack_signature=signature,
-        refusals=Refusals(store, now),
+        refusals=Refusals(store, now, shared=_shared_buckets(settings)),
     )
+
+
+def _shared_buckets(settings: Settings) -> RedisBuckets | None:
+    """The refusal limiter's buckets in Redis when REDIS_URL is set: the API's replicas then share one limit."""
+    if not settings.redis_url:
+        return None
+    policy = RefusalPolicy()
+    return RedisBuckets(settings.redis_url, burst=policy.burst, per_second=policy.per_second)

@@ -1,7 +1,8 @@
 """`GET/POST /approvals/{token}`: the signed, expiring, single-use approval link.
 
 GET shows the evidence and Approve / Reject, or says plainly why the link cannot decide. POST counts the
-choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication. Both
+choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication. A
+rejection needs a reason (400, nothing recorded, the link still valid), as through the API and the CLI. Both
 render `Announcer.view`, the same view the Slack message shows, so a page after a decision says what follows.
 """
 
@@ -82,13 +83,17 @@ def approval_decide(
             page = outcome_page("Too many refused links", f"Retry in {retry} s.", "refused")
             return HTMLResponse(page, 429, {"Retry-After": str(retry)})
         return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
+    reason = (reason or "").strip() or None
+    if action == "reject" and reason is None:  # as the API and the CLI: a rejection says why
+        message = "A rejection needs a reason: go back, write why in the Reason box and press Reject again."
+        return HTMLResponse(outcome_page("Not recorded", message, "refused"), 400)
     outcome = decide(
         store,
         claims.request_id,
         actor=claims.approver,
         vote="approve" if action == "approve" else "reject",
         channel="link",
-        reason=reason or None,
+        reason=reason,
         now=now(),
         link_nonce=claims.nonce,
         link_digest=claims.digest,
