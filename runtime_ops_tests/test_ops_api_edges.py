@@ -18,6 +18,7 @@ from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.approvals_support import FakeClock, open_pending
+from runtime_ops_tests.slack_signing import interaction_body, sign
 
 
 @pytest.fixture
@@ -28,6 +29,16 @@ def store(env: Any, postgres_url: str) -> Iterator[StateStore]:
     opened.engine.dispose()
 
 
+SIGNING = "slack-signing-secret"
+
+
+def _link(app: Any, request: dict[str, Any], approver: str, clock: FakeClock) -> str:
+    expires = clock.now().replace(year=clock.now().year + 1)
+    secret = app.state.ops.link_secret
+    return links.issue(secret, request_id=request["id"], approver=approver, digest=request["candidate_digest"],
+                       expires_at=expires)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------- link rejections
 
 
@@ -35,13 +46,7 @@ def test_a_link_rejection_without_a_reason_is_a_400_and_the_link_still_decides(s
     clock = FakeClock()
     app = create_app(get_settings(), clock=clock.now)
     request = open_pending(store.scoped("demo"), RequestPolicy(approvers=("U2",)), now=clock.now())
-    token = links.issue(
-        app.state.ops.link_secret,
-        request_id=request["id"],
-        approver="U2",
-        digest=request["candidate_digest"],
-        expires_at=clock.now().replace(year=clock.now().year + 1),
-    )
+    token = _link(app, request, "U2", clock)
     with TestClient(app) as client:
         page = client.get(f"/approvals/{token}")
         assert "Reason (required to reject)" in page.text
@@ -56,6 +61,33 @@ def test_a_link_rejection_without_a_reason_is_a_400_and_the_link_still_decides(s
         assert reply.status_code == 200, reply.text
     decided = store.requests.get_request(request["id"])
     assert (decided["status"], decided["decision_reason"]) == ("rejected", "recall@5 regressed")
+
+
+def test_text_the_store_cannot_hold_is_a_4xx_on_every_decision_route(env: Any, postgres_url: str) -> None:
+    env(database_url=postgres_url, RUNTIME_OPS_APPROVERS="U2,U3", SLACK_SIGNING_SECRET=SIGNING)
+    store = open_store(get_settings().resolved_database_url, pipeline=None)
+    clock = FakeClock()
+    app = create_app(get_settings(), clock=clock.now)
+    request = open_pending(store.scoped("demo"), RequestPolicy(approvers=("U2", "U3")), now=clock.now())
+    token = _link(app, request, "U2", clock)
+    operator = {"Authorization": f"Bearer {store.api_keys.create('op', ['decide'], approver='U3').key}"}
+    click = interaction_body(
+        request["id"], "approve", "U\u00002", message_ts="1.1", action_ts="1.2", channel_id="C1",
+        response_url="https://hooks.slack.com/actions/T/1/x",
+    )  # fmt: skip
+    signed = {**sign(SIGNING, click, int(clock.now().timestamp())), "content-type": "application/x-www-form-urlencoded"}
+    with TestClient(app, raise_server_exceptions=False) as client:
+        link = client.post(f"/approvals/{token}", data={"action": "reject", "reason": "regressed\u0000"})
+        assert link.status_code == 400 and "a NUL character" in link.text
+        too_long = client.post(f"/approvals/{token}", data={"action": "reject", "reason": "x" * 2001})
+        assert too_long.status_code == 400 and "within 2000" in too_long.text
+        api = client.post(f"/api/approvals/{request['id']}/reject", json={"reason": "\u0000"}, headers=operator)
+        assert api.status_code == 422 and "NUL" in api.text
+        slack = client.post("/slack/interactions", content=click, headers=signed)
+        assert slack.status_code == 400 and "field user.id contains a NUL character" in slack.json()["error"]
+    assert store.requests.get_request(request["id"])["status"] == "pending"
+    assert store.votes.for_request(request["id"]) == []
+    store.engine.dispose()
 
 
 # ---------------------------------------------------------------------------------------------- headers
@@ -126,6 +158,20 @@ def test_hsts_follows_https_from_a_trusted_proxy_only(env: Any, postgres_url: st
         _assert_secured(proxied.get("/healthz"), hsts=False)
     with TestClient(create_app(get_settings()), client=("10.9.9.9", 40000)) as direct:
         _assert_secured(direct.get("/healthz", headers=https), hsts=False)  # not a proxy we trust
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(env: Any, postgres_url: str) -> None:
+    env(database_url=postgres_url, FORWARDED_ALLOW_IPS="10.1.2.0/24")
+    app = create_app(get_settings(), clock=FakeClock().now)
+    burst = app.state.ops.refusals.policy.burst
+    with TestClient(app, client=("10.1.2.3", 40000)) as proxy:  # the proxy, forwarding its clients' addresses
+        codes = [
+            proxy.get("/api/approvals", headers={"X-Forwarded-For": f"198.51.100.{i % 2}"}).status_code
+            for i in range(2 * burst)
+        ]
+        assert codes == [401] * (2 * burst)  # two clients, a bucket each
+        assert proxy.get("/api/approvals", headers={"X-Forwarded-For": "198.51.100.0"}).status_code == 429
+        assert proxy.get("/api/approvals", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 401
 
 
 # ---------------------------------------------------------------------------------------------- /docs

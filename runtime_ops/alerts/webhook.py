@@ -19,18 +19,16 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runtime_ops.pipeline.spec import NAME_PATTERN
+from runtime_ops.storable_text import unstorable
 
 Status = Literal["firing", "resolved"]
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-# NUL (PostgreSQL text cannot hold it) and UTF-16 surrogates (a JSON "\ud800" escape alone: not encodable as UTF-8).
-_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
 def _storable(text: str) -> str:
-    found = _UNSTORABLE.search(text)
-    if found:
-        what = "a NUL character" if found.group() == "\x00" else "a lone UTF-16 surrogate"
-        raise ValueError(f"contains {what} at position {found.start()}, which cannot be stored")
+    problem = unstorable(text)
+    if problem:
+        raise ValueError(f"contains {problem}, which cannot be stored")
     return text
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from runtime_ops.approvals.slack.blocks import ACTION_IDS, APPROVE, BLOCK_ID_PREFIX, MAX_BUTTON_VALUE
+from runtime_ops.storable_text import unstorable
 
 
 class MalformedInteraction(ValueError):
@@ -71,15 +72,22 @@ def _require_str(obj: Any, path: str, *, label: str | None = None) -> str:
         raise MalformedInteraction(f"field {name} is not a string")
     if not value.strip():
         raise MalformedInteraction(f"field {name} is empty")
-    return value
+    return _storable(value, name)
 
 
 def _first_str(obj: Any, *paths: str) -> str | None:
     for path in paths:
         value = _get(obj, path)
         if isinstance(value, str) and value.strip():
-            return value
+            return _storable(value, path)
     return None
+
+
+def _storable(value: str, name: str) -> str:
+    problem = unstorable(value)
+    if problem:  # the store cannot hold it: a 400 here, not a failed transaction later
+        raise MalformedInteraction(f"field {name} contains {problem}")
+    return value
 
 
 SLACK_HOOKS_URL = "https://hooks.slack.com"
