@@ -10,7 +10,7 @@
 | `GET /metrics` | `routes/metrics.py` |
 | `POST /api/search`, `POST /api/answer` | `routes/search.py` |
 | `GET /healthz`, `GET /readyz` | `routes/health.py` |
-| `GET /openapi.json`, `GET /docs` | `routes/docs.py` |
+| `GET /openapi.json`, `GET /docs`, `GET /docs/assets/*` | `routes/docs.py` |
 
 What the routes share (settings, state store, clock, link secret, Slack) is built here once and handed to
 them as FastAPI dependencies (`runtime_ops.api.deps`). Handlers are plain `def`s or await only the request
@@ -21,6 +21,9 @@ Every route authenticates its caller: Slack by its signature, approval pages by 
 Alertmanager and landing webhooks by their tokens, and everything else (`/api/*`, `/metrics`, `/openapi.json`,
 `/docs`) by a scoped API key, `runtime_ops.api.auth.require_scope(scope)` (keys are made with `runtime-ops keys
 create`). Only `/healthz` and `/readyz` answer anyone: they say nothing but up or down.
+
+At the edges (outermost first): trusted proxies' headers (`OpsApp`), security headers (`headers.py`), the body
+limit and quiet disconnects (`guards.py`); read deadlines and uvicorn's settings are in `server.py`.
 """
 
 from __future__ import annotations
