@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -68,6 +70,9 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = Field(default=None, **_env("SLACK_SIGNING_SECRET"))
     slack_approval_channel: str | None = Field(default=None, **_env("SLACK_APPROVAL_CHANNEL"))
     slack_api_url: str | None = Field(default=None, **_env("SLACK_API_URL"))
+    # The only origin a Slack interaction's response_url may point to (tests: a local server). The ops API POSTs to
+    # that URL without a token, so a signed payload must not be able to aim it anywhere else.
+    slack_hooks_url: str = Field(default="https://hooks.slack.com", **_env("SLACK_HOOKS_URL"))
     public_url: str = Field(default="http://127.0.0.1:8000", **_env("RUNTIME_OPS_PUBLIC_URL"))
     link_secret: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_LINK_SECRET"))
     # Keys the audit chain (HMAC): kept outside the database; unset, one is generated into RUNTIME_OPS_HOME.
@@ -125,6 +130,14 @@ class Settings(BaseSettings):
 
     # Where the pipelines are declared (one <name>/defs.yaml each); default: the package's runtime_ops/defs.
     pipelines_dir: Path | None = Field(default=None, **_env("RUNTIME_OPS_PIPELINES_DIR"))
+
+    # The ops API's edges. The proxies (IPs or networks, comma-separated; `*`: any) whose X-Forwarded-For and
+    # X-Forwarded-Proto it believes; unset: none, a client is the socket's peer (the refusal limiter keys on it).
+    forwarded_allow_ips_raw: str = Field(default="", **_env("FORWARDED_ALLOW_IPS"))
+    # A request's headers must arrive within header_timeout of its first byte (or of the connection), its body
+    # within body_timeout after them; a slower client is disconnected (slow-loris).
+    header_timeout: timedelta | None = Field(default=timedelta(seconds=10), **_env("RUNTIME_OPS_HEADER_TIMEOUT"))
+    body_timeout: timedelta | None = Field(default=timedelta(seconds=30), **_env("RUNTIME_OPS_BODY_TIMEOUT"))
 
     # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
     log_format: Literal["json", "console"] = Field(default="json", **_env("RUNTIME_OPS_LOG_FORMAT"))
@@ -186,6 +199,8 @@ class Settings(BaseSettings):
         "parse_timeout",
         "step_timeout",
         "statement_timeout",
+        "header_timeout",
+        "body_timeout",
         mode="before",
     )
     @classmethod
@@ -202,6 +217,27 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return v.rstrip("/") if v.count("/") > 2 else v
+
+    @field_validator("slack_hooks_url")
+    @classmethod
+    def _check_hooks_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+            raise ValueError("must be an origin such as https://hooks.slack.com (scheme and host, no path)")
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @field_validator("forwarded_allow_ips_raw")
+    @classmethod
+    def _check_forwarded_allow_ips(cls, v: str) -> str:
+        for item in (x.strip() for x in v.split(",")):
+            if item and item != "*":
+                try:
+                    ipaddress.ip_network(item, strict=False)
+                except ValueError:
+                    raise ValueError(
+                        f"{item!r} is not an IP address or network; list the proxies, e.g. 10.0.0.0/8,127.0.0.1"
+                    ) from None
+        return v
 
     @model_validator(mode="after")
     def _check_approvals(self) -> Settings:
@@ -241,6 +277,10 @@ class Settings(BaseSettings):
     @property
     def approvers(self) -> tuple[str, ...]:
         return tuple(x.strip() for x in self.approvers_raw.split(",") if x.strip())
+
+    @property
+    def forwarded_allow_ips(self) -> tuple[str, ...]:
+        return tuple(x.strip() for x in self.forwarded_allow_ips_raw.split(",") if x.strip())
 
     @property
     def escalation_approvers(self) -> tuple[str, ...]:

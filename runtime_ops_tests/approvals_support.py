@@ -30,10 +30,11 @@ class FakeClock:
 
 
 class ApiServer:
-    """`create_app(settings, clock)` served by uvicorn on 127.0.0.1:free port in a background thread.
+    """`create_app(settings, clock)` served by uvicorn on 127.0.0.1:free port in a background thread, configured as
+    `runtime-ops serve` configures it (`runtime_ops.api.server.server_config`).
 
-    `serve_logging=True` runs it the way `runtime-ops serve` does: our logging on the root logger (uvicorn's
-    own log config off) and uvicorn's access log on, for tests of what the process writes."""
+        `serve_logging=True` runs it the way `runtime-ops serve` does: our logging on the root logger (uvicorn's
+        own log config off) and uvicorn's access log on, for tests of what the process writes."""
 
     def __init__(
         self, settings: Any, clock: Any = None, *, port: int | None = None, serve_logging: bool = False
@@ -49,6 +50,7 @@ class ApiServer:
         import uvicorn
 
         from runtime_ops.api.app import create_app
+        from runtime_ops.api.server import server_config
 
         app = create_app(self.settings, clock=self.clock.now if self.clock else None)
         logging_opts: dict[str, Any] = (
@@ -56,7 +58,7 @@ class ApiServer:
             if self.serve_logging
             else {"log_level": "warning", "access_log": False}
         )
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, **logging_opts)
+        config = server_config(app, self.settings, host="127.0.0.1", port=self.port, **logging_opts)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()

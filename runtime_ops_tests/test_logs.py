@@ -82,6 +82,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
             RUNTIME_OPS_MAX_REGRESSION="1.0",
             SLACK_APPROVAL_CHANNEL=CHANNEL,
             SLACK_API_URL=slack.base_url,
+            SLACK_HOOKS_URL=slack.url,  # the local server's response_url endpoints
             RUNTIME_OPS_APPROVERS="U2,U3",
             RUNTIME_OPS_REQUIRED_APPROVALS="2",
             RUNTIME_OPS_PUBLIC_URL=f"http://127.0.0.1:{api_port}",

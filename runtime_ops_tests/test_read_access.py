@@ -23,6 +23,8 @@ KEYED = {
     ("GET", "/metrics"): "read",
     ("GET", "/openapi.json"): "read",
     ("GET", "/docs"): "read",
+    ("GET", "/docs/assets/swagger-ui-bundle.js"): "read",
+    ("GET", "/docs/assets/swagger-ui.css"): "read",
     ("POST", "/api/search"): "search",
     ("POST", "/api/answer"): "search",
     ("POST", "/api/approvals/{request_id}/{action}"): "decide",

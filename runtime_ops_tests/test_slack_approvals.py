@@ -94,6 +94,7 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
             SLACK_SIGNING_SECRET=SECRET,
             SLACK_APPROVAL_CHANNEL=CHANNEL,
             SLACK_API_URL=slack.base_url,
+            SLACK_HOOKS_URL=slack.url,  # the local server's response_url endpoints
             RUNTIME_OPS_APPROVERS=opts.get("approvers", "U2,U3,U4"),
             RUNTIME_OPS_ESCALATION_APPROVERS="U9",
             RUNTIME_OPS_REQUIRED_APPROVALS=str(opts.get("required", 1)),
@@ -167,6 +168,27 @@ def test_reject_by_one_approver_rejects(world: World) -> None:
     assert f"Production stays on v{production} and no promotion run starts" in text
     assert "The approvals sensor removes the canary alias within ~1 s." in text
     assert "runs?q" not in text  # no promotion to watch
+
+
+@pytest.mark.parametrize("where", ["another host", "loopback by another name"])
+def test_a_signed_click_cannot_aim_the_server_at_another_host(world: World, where: str) -> None:
+    with SlackServer() as other:
+        target = other.response_url("stolen")
+        if where != "another host":  # the hooks server itself, named so that it is not the allowed origin
+            target = world.slack.response_url("stolen").replace("127.0.0.1", "localhost")
+        body = interaction_body(
+            world.request["id"], "approve", "U2", message_ts=world.ts, action_ts="1700000000.999999",
+            channel_id=CHANNEL, response_url=target,
+        )  # fmt: skip
+        reply = world.post(body)
+        assert reply.status_code == 400, reply.text
+        assert "response_url is not on Slack's hooks origin" in reply.json()["error"]
+        assert world.status() == "pending" and world.store.votes.for_request(world.request["id"]) == []
+        # A click that is answered afterwards shows the refused one scheduled nothing.
+        assert world.click("U7").status_code == 200
+        world.slack.wait_for(lambda s: bool(s.responses.get(f"click{world.clicks}")))
+        assert other.calls == [] and "stolen" not in world.slack.responses
+    assert [r["outcome"] for r in world.audit()] == ["malformed", "unauthorised"]
 
 
 def _responses(world: World) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ def slack() -> Iterator[SlackServer]:
 
 @pytest.fixture
 def notifier(slack: SlackServer) -> SlackNotifier:
-    return SlackNotifier(slack_client(TOKEN, api_url=slack.base_url), CHANNEL)
+    return SlackNotifier(slack_client(TOKEN, api_url=slack.base_url), CHANNEL, hooks_url=slack.url)
 
 
 def view(**overrides: Any) -> RequestView:
@@ -337,6 +337,17 @@ def test_respond_errors_are_slack_errors(slack: SlackServer, notifier: SlackNoti
         notifier.respond("file:///etc/passwd", view())
 
 
+def test_a_response_url_off_the_hooks_origin_is_never_called(slack: SlackServer, notifier: SlackNotifier) -> None:
+    with SlackServer() as other:  # another host (another origin: another port of loopback)
+        for url in (other.response_url("elsewhere"), slack.response_url("x").replace("127.0.0.1", "localhost")):
+            with pytest.raises(SlackError, match=r"invalid_response_url.*SLACK_HOOKS_URL"):
+                notifier.respond(url, view())
+            with pytest.raises(SlackError, match="invalid_response_url"):
+                notifier.respond_ephemeral(url, "why your click changed nothing")
+        assert other.calls == []
+    assert slack.calls == []
+
+
 # ---------------------------------------------------------------------------------------------- errors
 
 
@@ -512,6 +523,7 @@ def _set(path: str, value: Any):
 
 
 _DELETE = object()
+OFF_HOOKS = "is not on Slack's hooks origin https://hooks.slack.com (SLACK_HOOKS_URL)"
 
 
 @pytest.mark.parametrize(
@@ -545,6 +557,17 @@ _DELETE = object()
         (_mutated(lambda p: (p["container"].pop("channel_id"), p.pop("channel"))), "missing field channel.id"),
         (_mutated(_set("response_url", _DELETE)), "missing field response_url"),
         (_mutated(_set("response_url", "file:///etc/passwd")), "field response_url is not an http(s) URL"),
+        # Only Slack's hooks origin: no other host, no lookalike, no userinfo trick, no plain http, no other port.
+        *(
+            (_mutated(_set("response_url", url)), f"field response_url {OFF_HOOKS}")
+            for url in (
+                "http://127.0.0.1:8000/api/approvals/apr-0001/approve",
+                "https://hooks.slack.com.evil.example/actions/T/1/x",
+                "https://hooks.slack.com@127.0.0.1/actions/T/1/x",
+                "http://hooks.slack.com/actions/T/1/x",
+                "https://hooks.slack.com:8443/actions/T/1/x",
+            )
+        ),
     ],
 )
 def test_malformed_interactions_say_why(body: bytes, reason: str) -> None:

@@ -92,6 +92,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
             SLACK_SIGNING_SECRET=SECRET,
             SLACK_APPROVAL_CHANNEL=CHANNEL,
             SLACK_API_URL=slack.base_url,
+            SLACK_HOOKS_URL=slack.url,  # the local server's response_url endpoints
             RUNTIME_OPS_APPROVERS="U2",
             RUNTIME_OPS_PUBLIC_URL=f"http://127.0.0.1:{api_port}",
         )

@@ -10,7 +10,7 @@
 | `GET /metrics` | `routes/metrics.py` |
 | `POST /api/search`, `POST /api/answer` | `routes/search.py` |
 | `GET /healthz`, `GET /readyz` | `routes/health.py` |
-| `GET /openapi.json`, `GET /docs` | `routes/docs.py` |
+| `GET /openapi.json`, `GET /docs`, `GET /docs/assets/*` | `routes/docs.py` |
 
 What the routes share (settings, state store, clock, link secret, Slack) is built here once and handed to
 them as FastAPI dependencies (`runtime_ops.api.deps`). Handlers are plain `def`s or await only the request
@@ -22,6 +22,9 @@ Alertmanager and landing webhooks by their tokens, and everything else (`/api/*`
 `/docs`) by a scoped API key, `runtime_ops.api.auth.require_scope(scope)` (keys are made with `runtime-ops keys
 create`). Only `/healthz` and `/readyz` answer anyone: they say nothing but up or down (`/readyz` also names the
 pipelines still warming up, or serving no index yet: `runtime_ops.api.searchers`).
+
+At the edges (outermost first): trusted proxies' headers (`OpsApp`), security headers (`headers.py`), the body
+limit and quiet disconnects (`guards.py`); read deadlines and uvicorn's settings are in `server.py`.
 """
 
 from __future__ import annotations
@@ -30,15 +33,19 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
+from starlette.types import ASGIApp
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from runtime_ops import clock as default_clock
 from runtime_ops.api.deps import OpsContext
-from runtime_ops.api.guards import BodyLimit, PageHeaders
+from runtime_ops.api.guards import BodyLimit, Disconnects
+from runtime_ops.api.headers import SecurityHeaders
+from runtime_ops.api.redis_buckets import RedisBuckets
 from runtime_ops.api.refusals import Refusals
 from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
 from runtime_ops.api.searchers import ServingWarmup
@@ -46,6 +53,7 @@ from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.observability.logs import register_settings_secrets
+from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import Settings, get_settings
 from runtime_ops.store import open_store
 
@@ -83,9 +91,12 @@ def create_app(
                 tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(app.state.warmup.stop)
         await anyio.to_thread.run_sync(lambda: ops.refusals.flush(final=True))
+        if ops.refusals.shared is not None:
+            ops.refusals.shared.close()
 
     # The schema and the Swagger page are served by routes/docs.py, behind a `read` key, not by FastAPI's open ones.
-    app = FastAPI(
+    app = OpsApp(
+        settings,
         title="runtime_ops ops API",
         version="1",
         lifespan=lifespan,
@@ -94,9 +105,9 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    # Outermost last: the size limit runs before anything reads a body; pages get their security headers.
-    app.add_middleware(PageHeaders)
+    # Outermost last: the size limit runs before anything reads a body; a client gone while it was read is a line.
     app.add_middleware(BodyLimit)
+    app.add_middleware(Disconnects)
     app.state.ops = ops
     app.state.store = ops.store
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
@@ -105,6 +116,27 @@ def create_app(
     for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, docs):
         app.include_router(module.router)
     return app
+
+
+class OpsApp(FastAPI):
+    """FastAPI with what must wrap even its error handler (Starlette's outermost middleware), so that a 500 has it
+    too: the proxy headers of trusted proxies first (the client and scheme everything after relies on; none unless
+    FORWARDED_ALLOW_IPS lists them), then the security headers (`runtime_ops.api.headers`)."""
+
+    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+        self.edge_settings = settings
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        settings = self.edge_settings
+        app: ASGIApp = SecurityHeaders(
+            super().build_middleware_stack(), https_public=settings.public_url.startswith("https://")
+        )
+        if settings.forwarded_allow_ips:
+            # uvicorn's own ProxyHeadersMiddleware, as a plain ASGI wrapper (its ASGI types are uvicorn's aliases).
+            proxied: Any = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=list(settings.forwarded_allow_ips))
+            app = proxied
+        return app
 
 
 async def _flush_refusals(ops: OpsContext) -> None:
@@ -133,7 +165,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
     if settings.slack_bot_token:
         # Updates go to the channel recorded on each request (each pipeline has its own); the API posts nothing new.
         client = slack_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
-        notifier = SlackNotifier(client, settings.slack_approval_channel or "")
+        notifier = SlackNotifier(client, settings.slack_approval_channel or "", hooks_url=settings.slack_hooks_url)
     announcer = Announcer(
         store,
         link_secret,
@@ -152,5 +184,13 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         link_secret=link_secret,
         announcer=announcer,
         slack_signature=signature,
-        refusals=Refusals(store, now),
+        refusals=Refusals(store, now, shared=_shared_buckets(settings)),
     )
+
+
+def _shared_buckets(settings: Settings) -> RedisBuckets | None:
+    """The refusal limiter's buckets in Redis when REDIS_URL is set: the API's replicas then share one limit."""
+    if not settings.redis_url:
+        return None
+    policy = RefusalPolicy()
+    return RedisBuckets(settings.redis_url, burst=policy.burst, per_second=policy.per_second)

@@ -1,13 +1,12 @@
-"""What every request meets before a route: a body-size limit per route, and security headers on the pages.
+"""What every request meets before a route: a body-size limit per route, and a quiet end for clients that leave.
 
 `BodyLimit` refuses a body over its route's limit before the route reads it: at once (413) when the
 `Content-Length` says so, and by counting the bytes as they arrive otherwise (chunked bodies), so an unsigned
 200 MB body costs the server nothing but the bytes of one chunk. Limits are per route because a Slack click is a
 few kilobytes and a landing request carries documents.
 
-`PageHeaders` adds to the approval pages what a page carrying a decision needs: no caching (`no-store`), no
-referrer (the URL holds the signed token), no framing (clickjacking), a content policy allowing only the page's
-own inline style and a form posting back to itself.
+`Disconnects` turns a client that disconnected while its body was being read into one INFO line. Security
+headers are `runtime_ops.api.headers`; read deadlines (slow clients) are `runtime_ops.api.server`.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import HTTPException
+from starlette.requests import ClientDisconnect
 
 log = logging.getLogger("runtime_ops.api.guards")
 
@@ -84,34 +84,26 @@ async def _refuse(send: Send, path: str, status: int, reason: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-PAGE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
-    (b"cache-control", b"no-store"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (
-        b"content-security-policy",
-        # img-src: the pages' icon is an inline data: URL (there is no unauthenticated /favicon.ico to fetch).
-        b"default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; "
-        b"base-uri 'none'",
-    ),
-)
+class Disconnects:
+    """A client that goes away before its request was read is one INFO line, not an ERROR with a traceback:
+    nothing failed on the server's side, and there is no one left to answer."""
 
-
-class PageHeaders:
-    def __init__(self, app: Any, prefix: str = "/approvals/") -> None:
-        self.app, self.prefix = app, prefix
+    def __init__(self, app: Any) -> None:
+        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope.get("path", "").startswith(self.prefix):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                names = {name for name, _ in PAGE_HEADERS}
-                kept = [(n, v) for n, v in message.get("headers", []) if n.lower() not in names]
-                message = {**message, "headers": [*kept, *PAGE_HEADERS]}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            client = scope.get("client")
+            log.info(
+                "client disconnected before its request was read",
+                extra={
+                    "path": scope.get("path", ""),
+                    "method": scope.get("method", ""),
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                },
+            )

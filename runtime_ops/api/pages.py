@@ -32,7 +32,7 @@ letter-spacing:.04em;margin-bottom:.2rem}
 
 # Inline, so the icon needs no route of its own: every route but the health checks is authenticated, and a
 # browser asks for /favicon.ico (a 404 in its console) whenever a page names no icon.
-_FAVICON = "data:image/svg+xml," + quote(
+FAVICON = "data:image/svg+xml," + quote(
     "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><rect width='16' height='16' rx='3' fill='#1f883d'/>"
     "<path d='M4 8.5l2.5 2.5L12 5.5' stroke='#fff' stroke-width='2' fill='none'/></svg>"
 )
@@ -41,7 +41,7 @@ _FAVICON = "data:image/svg+xml," + quote(
 def _page(title: str, body: str) -> str:
     return (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-        f"<meta name=viewport content='width=device-width,initial-scale=1'><link rel=icon href='{_FAVICON}'>"
+        f"<meta name=viewport content='width=device-width,initial-scale=1'><link rel=icon href='{FAVICON}'>"
         f"<style>{_STYLE}</style></head><body>{body}</body></html>"
     )
 
@@ -142,7 +142,7 @@ report). This decision applies to exactly this candidate.</p>
 {_dagster_links(view)}
 {progress}
 <div class=card><form method=post>
-<label style="flex-basis:100%">Reason (optional)<textarea name=reason></textarea></label>
+<label style="flex-basis:100%">Reason (required to reject)<textarea name=reason maxlength=2000></textarea></label>
 <button class=approve name=action value=approve id=approve>Approve</button>
 <button class=reject name=action value=reject id=reject>Reject</button>
 </form></div>"""

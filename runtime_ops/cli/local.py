@@ -26,14 +26,11 @@ STOP_TIMEOUT_SECONDS = 90.0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from runtime_ops.api.app import create_app
+    from runtime_ops.api.server import serve
 
-    # log_config=None: uvicorn keeps its hands off logging; its loggers go through ours (configured in main).
-    uvicorn.run(
-        create_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False, log_config=None
-    )
+    settings = get_settings()
+    serve(create_app(settings), settings, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 

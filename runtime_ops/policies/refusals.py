@@ -9,6 +9,8 @@ permanent audit record for each would let anyone grow the log at the rate they c
 - **rate-limited**: each client has a bucket of `burst` failures refilled at `per_second`; a client that
   emptied it gets 429 with a Retry-After until it refills. Only failures spend the bucket and the credential
   is always checked first, so a valid caller is never limited, even one behind the same proxy as an attacker.
+  A client is the socket's peer, or what a trusted proxy says it is (FORWARDED_ALLOW_IPS); the buckets live in
+  this process (`TokenBuckets`) or, with REDIS_URL, in Redis, shared by every replica of the ops API.
 """
 
 from __future__ import annotations
@@ -59,20 +61,63 @@ class _Bucket:
     at: datetime
 
 
+class TokenBuckets:
+    """A bucket of `burst` failures per client, refilled at `per_second`, kept in this process (not thread-safe:
+    the caller locks). The ops API keeps them in Redis instead when REDIS_URL is set, shared by its replicas."""
+
+    def __init__(self, burst: int, per_second: float) -> None:
+        self.burst, self.per_second = burst, per_second
+        self._buckets: dict[str, _Bucket] = {}
+
+    def spend(self, client: str, now: datetime) -> int | None:
+        """Take one failure from `client`'s bucket: None when it had one, else the seconds until it will."""
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            if len(self._buckets) >= MAX_CLIENTS:
+                self._forget_fullest(now)
+            bucket = self._buckets[client] = _Bucket(float(self.burst), now)
+        elapsed = max(0.0, (now - bucket.at).total_seconds())
+        bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.per_second)
+        bucket.at = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return None
+        return max(1, math.ceil((1.0 - bucket.tokens) / self.per_second))
+
+    def _forget_fullest(self, now: datetime) -> None:
+        def level(item: tuple[str, _Bucket]) -> float:
+            return item[1].tokens + max(0.0, (now - item[1].at).total_seconds()) * self.per_second
+
+        for client, _ in sorted(self._buckets.items(), key=level, reverse=True)[: MAX_CLIENTS // 10]:
+            del self._buckets[client]
+
+
 class RefusalPolicy:
     def __init__(self, *, window_s: float = 60.0, burst: int = 20, per_second: float = 1.0) -> None:
         if window_s <= 0 or burst < 1 or per_second <= 0:
             raise ValueError("window_s and per_second must be > 0 and burst >= 1")
         self.window_s, self.burst, self.per_second = window_s, burst, per_second
         self._windows: dict[tuple[str, str], _Window] = {}
-        self._buckets: dict[str, _Bucket] = {}
+        self.buckets = TokenBuckets(burst, per_second)
 
     def refused(
         self, channel: str, outcome: str, client: str | None, now: datetime, reason: str | None = None
     ) -> Verdict:
-        """One unauthenticated failure on `channel` from `client` at `now` (`reason`: what was wrong)."""
+        """One unauthenticated failure on `channel` from `client` at `now` (`reason`: what was wrong), spending
+        the client's bucket of this process."""
+        return self.counted(channel, outcome, client, now, reason, self.buckets.spend(client or "-", now))
+
+    def counted(
+        self,
+        channel: str,
+        outcome: str,
+        client: str | None,
+        now: datetime,
+        reason: str | None,
+        retry_after: int | None,
+    ) -> Verdict:
+        """Like `refused`, with the client's bucket already spent elsewhere (`retry_after`: its answer)."""
         summaries = self.close(now)
-        retry_after = self._spend(client or "-", now)
         key = (channel, outcome)
         window = self._windows.get(key)
         if window is None:
@@ -98,24 +143,3 @@ class RefusalPolicy:
                 summary = Summary(*key, window.count, window.opened, window.last, clients, reasons, window.limited)
                 out.append(summary)
         return tuple(out)
-
-    def _spend(self, client: str, now: datetime) -> int | None:
-        bucket = self._buckets.get(client)
-        if bucket is None:
-            if len(self._buckets) >= MAX_CLIENTS:
-                self._forget_fullest(now)
-            bucket = self._buckets[client] = _Bucket(float(self.burst), now)
-        elapsed = max(0.0, (now - bucket.at).total_seconds())
-        bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.per_second)
-        bucket.at = now
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            return None
-        return max(1, math.ceil((1.0 - bucket.tokens) / self.per_second))
-
-    def _forget_fullest(self, now: datetime) -> None:
-        def level(item: tuple[str, _Bucket]) -> float:
-            return item[1].tokens + max(0.0, (now - item[1].at).total_seconds()) * self.per_second
-
-        for client, _ in sorted(self._buckets.items(), key=level, reverse=True)[: MAX_CLIENTS // 10]:
-            del self._buckets[client]

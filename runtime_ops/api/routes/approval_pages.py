@@ -1,7 +1,8 @@
 """`GET/POST /approvals/{token}`: the signed, expiring, single-use approval link.
 
 GET shows the evidence and Approve / Reject, or says plainly why the link cannot decide. POST counts the
-choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication. Both
+choice with `runtime_ops.decisions.decide.decide`; the link's signature is the approver's authentication. A
+rejection needs a reason (400, nothing recorded, the link still valid), as through the API and the CLI. Both
 render `Announcer.view`, the same view the Slack message shows, so a page after a decision says what follows.
 """
 
@@ -19,12 +20,14 @@ from runtime_ops.approvals import links
 from runtime_ops.approvals.links import display_name
 from runtime_ops.decisions.decide import decide
 from runtime_ops.decisions.preview import link_state
+from runtime_ops.storable_text import unstorable
 from runtime_ops.store import StateStore
 from runtime_ops.store import schema as t
 
 router = APIRouter(tags=["approvals"])
 
 _REFUSAL_STATUS = {"tampered": 403, "expired": 410}
+MAX_REASON = 2000  # as the JSON API's decision body
 
 
 @router.get("/approvals/{token}", response_class=HTMLResponse)
@@ -82,13 +85,17 @@ def approval_decide(
             page = outcome_page("Too many refused links", f"Retry in {retry} s.", "refused")
             return HTMLResponse(page, 429, {"Retry-After": str(retry)})
         return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
+    reason = (reason or "").strip() or None
+    problem = _reason_problem(action, reason)
+    if problem:
+        return HTMLResponse(outcome_page("Not recorded", problem, "refused"), 400)
     outcome = decide(
         store,
         claims.request_id,
         actor=claims.approver,
         vote="approve" if action == "approve" else "reject",
         channel="link",
-        reason=reason or None,
+        reason=reason,
         now=now(),
         link_nonce=claims.nonce,
         link_digest=claims.digest,
@@ -107,6 +114,16 @@ def approval_decide(
         return HTMLResponse(decision_page(title, message, view))
     status = 409 if outcome.conflict else 403
     return HTMLResponse(outcome_page("Not recorded", outcome.message, "refused"), status)
+
+
+def _reason_problem(action: str, reason: str | None) -> str | None:
+    """Why the form's reason cannot be recorded (the page says it; nothing changes, the link still works)."""
+    if action == "reject" and reason is None:  # as the API and the CLI: a rejection says why
+        return "A rejection needs a reason: go back, write why in the Reason box and press Reject again."
+    if reason is not None and len(reason) > MAX_REASON:
+        return f"The reason is {len(reason)} characters long; keep it within {MAX_REASON} and send it again."
+    problem = unstorable(reason or "")
+    return f"The reason contains {problem}; remove it and send it again." if problem else None
 
 
 def _names(approvers: list[str]) -> str:

@@ -10,12 +10,13 @@ from typing import Literal
 from fastapi import APIRouter, BackgroundTasks, Depends
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.auth import DecideKey, require_scope
 from runtime_ops.api.deps import OpsDep, StoreDep
 from runtime_ops.decisions.decide import decide
+from runtime_ops.storable_text import unstorable
 
 router = APIRouter(tags=["approvals"])
 
@@ -57,6 +58,14 @@ def list_approvals(
 
 class DecisionBody(BaseModel):
     reason: str | None = Field(None, max_length=2000, description="why (required to reject)")
+
+    @field_validator("reason")
+    @classmethod
+    def _storable(cls, v: str | None) -> str | None:
+        problem = unstorable(v or "")
+        if problem:  # a 422 naming the field, not a failed transaction (500) in the state store
+            raise ValueError(f"contains {problem}, which cannot be stored")
+        return v
 
 
 def _status(outcome: str) -> int:

@@ -36,7 +36,7 @@ async def slack_interactions(request: Request, background: BackgroundTasks, ops:
             return JSONResponse({"error": "too many invalid Slack signatures"}, 429, {"Retry-After": str(retry)})
         return JSONResponse({"error": f"invalid Slack signature: {problem}"}, 401)
     try:
-        click = parse_interaction(body)
+        click = parse_interaction(body, hooks_url=ops.settings.slack_hooks_url)
     except MalformedInteraction as exc:
         detail = {"reason": str(exc)}
         await run_in_threadpool(refuse, store, channel="slack", outcome="malformed", detail=detail, now=now())

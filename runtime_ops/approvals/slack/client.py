@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from runtime_ops.approvals.slack.blocks import MAX_FALLBACK_TEXT, RequestView, request_blocks, request_text
+from runtime_ops.approvals.slack.interactions import SLACK_HOOKS_URL, response_url_problem
 from runtime_ops.approvals.slack.text import truncate
 
 if TYPE_CHECKING:
@@ -95,11 +96,20 @@ class SlackError(RuntimeError):
 class SlackNotifier:
     """Posts and maintains approval messages in one channel through a slack_sdk `WebClient`."""
 
-    def __init__(self, client: slack_sdk.WebClient, channel: str, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        client: slack_sdk.WebClient,
+        channel: str,
+        *,
+        timeout: float | None = None,
+        hooks_url: str = SLACK_HOOKS_URL,
+    ) -> None:
+        """`hooks_url`: the only origin a response_url may point to (SLACK_HOOKS_URL; tests: a local server)."""
         if not channel:
             raise ValueError("a Slack channel id is required (SLACK_APPROVAL_CHANNEL)")
         self.client = client
         self.channel = channel
+        self.hooks_url = hooks_url
         self.timeout = timeout if timeout is not None else (getattr(client, "timeout", None) or DEFAULT_TIMEOUT_SECONDS)
 
     def post_request(self, view: RequestView) -> tuple[str, str]:
@@ -156,9 +166,9 @@ class SlackNotifier:
 
     def _post_response(self, response_url: str, payload: dict[str, Any]) -> None:
         method = "response_url"
-        scheme = urlsplit(response_url).scheme.lower()
-        if scheme not in {"http", "https"}:
-            raise SlackError(method, "invalid_response_url", detail=f"scheme {scheme or '(none)'!r} is not http(s)")
+        problem = response_url_problem(response_url, self.hooks_url)
+        if problem:
+            raise SlackError(method, "invalid_response_url", detail=f"the URL {problem}")
         from slack_sdk.webhook import WebhookClient
 
         from runtime_ops.observability.tracing import client_span

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from runtime_ops.approvals.slack.blocks import ACTION_IDS, APPROVE, BLOCK_ID_PREFIX, MAX_BUTTON_VALUE
+from runtime_ops.storable_text import unstorable
 
 
 class MalformedInteraction(ValueError):
@@ -71,19 +72,52 @@ def _require_str(obj: Any, path: str, *, label: str | None = None) -> str:
         raise MalformedInteraction(f"field {name} is not a string")
     if not value.strip():
         raise MalformedInteraction(f"field {name} is empty")
-    return value
+    return _storable(value, name)
 
 
 def _first_str(obj: Any, *paths: str) -> str | None:
     for path in paths:
         value = _get(obj, path)
         if isinstance(value, str) and value.strip():
-            return value
+            return _storable(value, path)
     return None
 
 
-def parse_interaction(form_body: bytes) -> Interaction:
-    """Parse Slack's `payload=<JSON>` form body of a `block_actions` click on an approval button."""
+def _storable(value: str, name: str) -> str:
+    problem = unstorable(value)
+    if problem:  # the store cannot hold it: a 400 here, not a failed transaction later
+        raise MalformedInteraction(f"field {name} contains {problem}")
+    return value
+
+
+SLACK_HOOKS_URL = "https://hooks.slack.com"
+
+
+def response_url_problem(url: str, hooks_url: str = SLACK_HOOKS_URL) -> str | None:
+    """Why the server must not POST to `url`, or None when it is on Slack's hooks origin (`hooks_url`: scheme,
+    host and port; SLACK_HOOKS_URL). A response_url answers without a token, so a payload, even a signed one,
+    must not be able to aim the server's POST at any other host (an internal service, loopback)."""
+    try:
+        got, allowed = urlsplit(url), urlsplit(hooks_url)
+        got_port, allowed_port = got.port, allowed.port
+    except ValueError:
+        return "is not a URL"
+    if got.scheme.lower() not in {"http", "https"}:
+        return "is not an http(s) URL"
+    default = {"http": 80, "https": 443}
+    same = (
+        got.scheme.lower() == allowed.scheme.lower()
+        and got.hostname == (allowed.hostname or "").lower()
+        and (got_port or default[got.scheme.lower()]) == (allowed_port or default.get(allowed.scheme.lower()))
+        and got.username is None
+        and got.password is None
+    )
+    return None if same else f"is not on Slack's hooks origin {hooks_url} (SLACK_HOOKS_URL)"
+
+
+def parse_interaction(form_body: bytes, *, hooks_url: str = SLACK_HOOKS_URL) -> Interaction:
+    """Parse Slack's `payload=<JSON>` form body of a `block_actions` click on an approval button; its
+    `response_url` must be on `hooks_url` (see `response_url_problem`)."""
     try:
         text = form_body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -138,8 +172,9 @@ def parse_interaction(form_body: bytes) -> Interaction:
     if channel_id is None:
         raise MalformedInteraction("missing field channel.id")
     response_url = _require_str(payload, "response_url")
-    if urlsplit(response_url).scheme.lower() not in {"http", "https"}:
-        raise MalformedInteraction("field response_url is not an http(s) URL")
+    problem = response_url_problem(response_url, hooks_url)
+    if problem:
+        raise MalformedInteraction(f"field response_url {problem}")
     trigger_id = _first_str(payload, "trigger_id") or ""
 
     return Interaction(
