@@ -72,7 +72,8 @@ def test_two_pipelines_resolve_their_own_settings(tmp_path: Path, monkeypatch: p
         HEADER
         + "  landing: {uri: alpha-landing}\n"
         + "  evaluation: {golden_set: golden.jsonl}\n"
-        + "  approvals: {approvers: [U1, U2], required_approvals: 2, slack_channel: C_ALPHA, expire_after: 2h}\n"
+        + "  approvals: {approvers: [U1, U2], required_approvals: 2, slack_channel: C_ALPHA, escalate_after: 1h,\n"
+        + "              expire_after: 2h}\n"
         + "  gate: {auto_approve_margin: 0.1}\n",
     )
     declare(tmp_path, "beta", HEADER.replace("alpha", "beta") + "  landing: {uri: 's3://bucket/beta'}\n")
