@@ -154,6 +154,13 @@ class Settings(BaseSettings):
     # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
     log_format: Literal["json", "console"] = Field(default="json", **_env("RUNTIME_OPS_LOG_FORMAT"))
 
+    @field_validator("home")
+    @classmethod
+    def _check_home(cls, v: Path) -> Path:
+        if v.expanduser().exists() and not v.expanduser().is_dir():
+            raise ValueError("is a file, not a folder; name the folder that holds (or will hold) the local state")
+        return v
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, v: str | None, info: ValidationInfo) -> str | None:

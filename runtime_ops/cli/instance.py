@@ -57,7 +57,7 @@ def is_project(folder: Path) -> bool:
 def read_record(home: Path) -> dict[str, Any]:
     try:
         record = json.loads((home / RECORD).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no record (a home that is a file is the settings' to refuse)
         return {}
     except (OSError, ValueError) as exc:
         raise NoInstance(f"{home / RECORD} cannot be read ({exc}); start the instance again with {STARTERS}") from None

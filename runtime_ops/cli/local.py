@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
+from runtime_ops.errors import UserError
 from runtime_ops.settings import get_settings
 
 
@@ -131,9 +132,22 @@ def cmd_demo_seed(args: argparse.Namespace) -> int:
         return 0
     # Only what is not there yet: `make dev` landed 70%, and the rest is the second batch (landing the same files
     # again would only record them as duplicates).
-    copied = copy_corpus(Path(dest), subset=args.subset, only_missing=True)
+    try:
+        copied = copy_corpus(Path(dest), subset=args.subset, only_missing=True)
+    except OSError as exc:  # the landing folder cannot be made or written
+        raise UserError(f"cannot copy the demo corpus into {dest}: {exc.strerror}; choose a writable folder") from None
     print(f"copied {len(copied)} demo documents into {dest} (the others were there already)")
     return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1], e.g. 0.3")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -162,5 +176,5 @@ def register(sub: Any) -> None:
     dmsub = demo.add_subparsers(dest="action", required=True)
     p = dmsub.add_parser("seed", help="copy the demo corpus into the demo pipeline's landing folder or bucket")
     p.add_argument("--dest", default=None, help="where to copy (default: the demo pipeline's landing)")
-    p.add_argument("--subset", type=float, default=None, help="fraction of the corpus to copy (0-1)")
+    p.add_argument("--subset", type=_fraction, default=None, help="fraction of the corpus to copy (0-1)")
     p.set_defaults(func=cmd_demo_seed)
