@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from typing import Any
+
 from runtime_ops.locks.base import Held, Lease, LockerBase, LockUnavailable, WaitObserver
 from runtime_ops.observability.redaction import redact_url
 

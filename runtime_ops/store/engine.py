@@ -89,9 +89,7 @@ def _sqlite_folder(url: str) -> None:
 
 def _create(url: str) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(
-            url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args=_pg_connect_args(url)
-        )
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args=_pg_connect_args(url))
     _sqlite_folder(url)
     # Sensors, runs and the CLI are separate processes: wait for the writer instead of failing.
     engine = create_engine(url, connect_args={"timeout": 30})

@@ -220,7 +220,9 @@ def restore(engine: Engine, source: Path) -> Copy:
     try:
         problem = _quick_check(source)
     except _CannotOpen as exc:
-        raise StateStoreError(f"the backup {source} cannot be opened ({exc}); check that this user may read it") from None
+        raise StateStoreError(
+            f"the backup {source} cannot be opened ({exc}); check that this user may read it"
+        ) from None
     if problem:
         raise StateDamaged(f"the backup {source} is damaged ({problem}); choose another one")
     engine.dispose()  # this process's own connections must not count as someone else's

@@ -78,7 +78,9 @@ def readyz(store: StoreDep) -> JSONResponse:
             return _not_ready(store, problem)
         # The check passed just after the probe failed: a passing blip (a dropped connection, a busy database).
         _log_once_in_a_while(store, f"the state store failed a probe ({type(exc).__name__}: {exc})")
-        return JSONResponse({"status": "unavailable", "error": "state store unavailable; the ops API's log says why"}, 503)
+        return JSONResponse(
+            {"status": "unavailable", "error": "state store unavailable; the ops API's log says why"}, 503
+        )
     problem = _problem(store)
     if problem:
         return _not_ready(store, problem)
