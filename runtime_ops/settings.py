@@ -244,8 +244,9 @@ class Settings(BaseSettings):
         allowed = len(set(self.approvers) | set(self.escalation_approvers))
         if allowed and self.required_approvals > allowed:
             raise ValueError(
-                f"RUNTIME_OPS_REQUIRED_APPROVALS={self.required_approvals} but only {allowed} approvers are listed in "
-                "RUNTIME_OPS_APPROVERS / RUNTIME_OPS_ESCALATION_APPROVERS"
+                f"RUNTIME_OPS_REQUIRED_APPROVALS={self.required_approvals} but only {allowed} approver"
+                f"{'s are' if allowed > 1 else ' is'} listed in RUNTIME_OPS_APPROVERS / "
+                "RUNTIME_OPS_ESCALATION_APPROVERS; list more approvers or require fewer approvals"
             )
         if self.escalate_after and self.expire_after and self.escalate_after >= self.expire_after:
             raise ValueError("RUNTIME_OPS_ESCALATE_AFTER must be shorter than RUNTIME_OPS_EXPIRE_AFTER")

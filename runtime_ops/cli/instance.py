@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -27,6 +28,7 @@ HOME_DIR = ".runtime_ops"
 RECORD = "instance.json"
 # The project the CLI is installed from (an editable install: the checkout `make dev` runs in).
 CHECKOUT = Path(__file__).resolve().parents[2]
+log = logging.getLogger("runtime_ops.cli")
 STARTERS = "`make dev` (or `runtime-ops dev`), `runtime-ops serve` or `runtime-ops db upgrade`"
 
 
@@ -150,7 +152,7 @@ def applied(use: Use) -> Iterator[None]:
         get_settings.cache_clear()
 
 
-def record(by: str) -> Path:
+def record(by: str) -> Path | None:
     """Record what the instance of this process's settings runs with, for the commands run elsewhere later: its
     pipelines folder and its database (a SQLite path; any other database without its password)."""
     from runtime_ops.observability.redaction import redact_url
@@ -171,8 +173,12 @@ def record(by: str) -> Path:
         "recorded_by": f"runtime-ops {by}",
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    home.mkdir(parents=True, exist_ok=True)
-    tmp = home / f".{RECORD}.{os.getpid()}"
-    tmp.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, home / RECORD)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = home / f".{RECORD}.{os.getpid()}"
+        tmp.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, home / RECORD)
+    except OSError as exc:  # a read-only home: the instance runs; commands elsewhere need RUNTIME_OPS_HOME set
+        log.warning("could not record the instance in %s (%s): commands run elsewhere will not find it", home, exc)
+        return None
     return home / RECORD
