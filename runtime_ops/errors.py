@@ -11,6 +11,6 @@ from __future__ import annotations
 class UserError(Exception):
     """A problem the user can fix; its message is the whole report (one line)."""
 
-    # The CLI's exit status for it: 2 a mistake in a setting, declaration or argument; 3 a damaged state store;
-    # 4 a state store that cannot be reached (an outage: retry once it is back).
+    # The CLI's exit status for it: 2 a mistake in a setting, declaration or argument (or no instance to work on);
+    # 3 a state store that is damaged or cannot be read; 4 one that cannot be reached (an outage: retry once back).
     exit_code = 2
