@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runtime_ops.errors import UserError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -46,7 +48,30 @@ def normalise_database_url(url: str) -> str:
     return url
 
 
-class SettingsError(ValueError):
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (`sqlite:///relative`, `sqlite:////absolute`); None for other databases and for
+    an in-memory one."""
+    if not url.startswith("sqlite:"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    return Path(database).expanduser() if database and database != ":memory:" else None
+
+
+def check_sqlite_folder(url: str, home: Path) -> None:
+    """A SQLite state file's folder must exist, unless it is the home (RUNTIME_OPS_HOME), created on first use: a
+    mistyped path would otherwise become a new, empty store."""
+    path = sqlite_path(url)
+    if path is None or path.parent.is_dir() or path.parent.resolve() == home.expanduser().resolve():
+        return
+    raise ValueError(
+        f"the folder {path.parent} of the SQLite file {path} does not exist; correct the path, or create the folder "
+        f"(mkdir -p {path.parent}) for a new state store there"
+    )
+
+
+class SettingsError(UserError, ValueError):
     """A setting is present but unusable; the message names the environment variable and the fix."""
 
 
@@ -142,10 +167,21 @@ class Settings(BaseSettings):
     # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
     log_format: Literal["json", "console"] = Field(default="json", **_env("RUNTIME_OPS_LOG_FORMAT"))
 
+    @field_validator("home")
+    @classmethod
+    def _check_home(cls, v: Path) -> Path:
+        if v.expanduser().exists() and not v.expanduser().is_dir():
+            raise ValueError("is a file, not a folder; name the folder that holds (or will hold) the local state")
+        return v
+
     @field_validator("database_url")
     @classmethod
-    def _check_database_url(cls, v: str | None) -> str | None:
-        return normalise_database_url(v) if v else None
+    def _check_database_url(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if not v:
+            return None
+        url = normalise_database_url(v)
+        check_sqlite_folder(url, info.data.get("home") or Path(".runtime_ops"))
+        return url
 
     @field_validator("redis_url")
     @classmethod
@@ -244,8 +280,9 @@ class Settings(BaseSettings):
         allowed = len(set(self.approvers) | set(self.escalation_approvers))
         if allowed and self.required_approvals > allowed:
             raise ValueError(
-                f"RUNTIME_OPS_REQUIRED_APPROVALS={self.required_approvals} but only {allowed} approvers are listed in "
-                "RUNTIME_OPS_APPROVERS / RUNTIME_OPS_ESCALATION_APPROVERS"
+                f"RUNTIME_OPS_REQUIRED_APPROVALS={self.required_approvals} but only {allowed} approver"
+                f"{'s are' if allowed > 1 else ' is'} listed in RUNTIME_OPS_APPROVERS / "
+                "RUNTIME_OPS_ESCALATION_APPROVERS; list more approvers or require fewer approvals"
             )
         if self.escalate_after and self.expire_after and self.escalate_after >= self.expire_after:
             raise ValueError("RUNTIME_OPS_ESCALATE_AFTER must be shorter than RUNTIME_OPS_EXPIRE_AFTER")
@@ -345,20 +382,29 @@ def _alias_of(field_name: str) -> str:
     return alias.choices[0] if isinstance(alias, AliasChoices) else field_name  # type: ignore[union-attr]
 
 
+def _shown(name: str) -> str:
+    """The value variable `name` was given, for its error message: never a secret, nor a URL with credentials."""
+    fields = {_alias_of(f): f for f in Settings.model_fields}
+    given = os.environ.get(name)
+    secret = name in fields and "SecretStr" in str(Settings.model_fields[fields[name]].annotation)
+    if given is None or secret or "@" in given:
+        return ""
+    return f" (got {given!r})"
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Read settings from the environment, turning validation errors into messages that name variables."""
+    """Read settings from the environment, turning validation errors into one line that names the variables."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = []
+        problems = []
         for err in exc.errors():
             loc = err.get("loc") or ()
-            field = str(loc[0]) if loc else ""
-            name = _alias_of(field) if field in Settings.model_fields else (field or "settings")
-            given = os.environ.get(name)
-            shown = "" if given is None or "SECRET" in name or "TOKEN" in name else f" (got {given!r})"
-            lines.append(f"{name}{shown}: {err['msg']}")
-        raise SettingsError("invalid runtime_ops settings:\n  " + "\n  ".join(lines)) from None
+            # A field's error is located at its variable's name; a check across settings names them itself.
+            name = _alias_of(str(loc[0])) if loc and loc[0] in Settings.model_fields else str(loc[0]) if loc else ""
+            message = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{name}{_shown(name)}: {message}" if name else message)
+        raise SettingsError("; ".join(problems)) from None
 
 
 @functools.lru_cache(maxsize=1)

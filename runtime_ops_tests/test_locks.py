@@ -304,7 +304,7 @@ def test_state_store_unreachable_fails_closed_naming_the_database_url() -> None:
         with pytest.raises(LockUnavailable) as info:
             locker.acquire("promotion", ttl_ms=1000, wait_s=1)
         message = str(info.value)
-        assert "RUNTIME_OPS_DATABASE_URL=postgresql://postgres:***@127.0.0.1" in message
+        assert "RUNTIME_OPS_DATABASE_URL=postgresql://postgres:[REDACTED]@127.0.0.1" in message
         assert "secret" not in message
     finally:
         engine.dispose()

@@ -17,7 +17,7 @@ from dagster._core.events import EngineEventData, RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
 from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
 
-from runtime_ops.cli.local import DEV_INSTANCE
+from runtime_ops.cli.dev import DEV_INSTANCE
 from runtime_ops.recovery.orphans import sweep
 from runtime_ops.retries import GATED_RUN_TAGS
 

@@ -1,4 +1,9 @@
-"""`runtime-ops`: decide approvals, manage API keys, inspect state, seed the demo and start the dev stack."""
+"""`runtime-ops`: decide approvals, manage API keys, inspect state, seed the demo and start the dev stack.
+
+Every command works on the instance it belongs to (`cli/instance.py`). A mistake (a setting, a declaration, an
+argument, a state store that is unreachable or damaged) is one line on stderr and the exit status its error names
+(`runtime_ops.errors.UserError`: 2, 3 damaged, 4 unreachable); anything else is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from runtime_ops.cli import approvals, audit, keys, local
-from runtime_ops.settings import SettingsError
+from runtime_ops.cli import approvals, audit, dev, keys, local
+from runtime_ops.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="runtime-ops", description=__doc__)
+    parser = argparse.ArgumentParser(prog="runtime-ops", description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (approvals, audit, keys, local):
+    for commands in (approvals, audit, keys, local, dev):
         commands.register(sub)
     return parser
 
@@ -21,17 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from runtime_ops.observability.logs import configure_logging, log_format
+        from runtime_ops.cli.instance import applied
 
-        configure_logging(fmt="console" if args.command == "dev" else log_format(), root=True)
-        return int(args.func(args))
-    except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:  # the state store is damaged (StateDamaged): the message names the file and the fix
-        from runtime_ops.store.integrity import StateDamaged
+        with applied(getattr(args, "instance", "uses")):
+            from runtime_ops.observability.logs import configure_logging, log_format
 
-        if not isinstance(exc, StateDamaged):
-            raise
+            configure_logging(fmt="console" if args.command == "dev" else log_format(), root=True)
+            return int(args.func(args))
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 3
+        return exc.exit_code

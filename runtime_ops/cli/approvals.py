@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
+from runtime_ops.errors import UserError
 from runtime_ops.settings import get_settings
 
 if TYPE_CHECKING:
@@ -33,9 +34,9 @@ def _operator_key(args: argparse.Namespace) -> str | None:
     if getattr(args, "key_file", None):
         try:
             return Path(args.key_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            print(f"error: cannot read --key-file {args.key_file}: {exc.strerror}", file=sys.stderr)
-            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise UserError(f"cannot read --key-file {args.key_file}: {why}; name the file holding your key") from None
     key = get_settings().operator_key
     return key.get_secret_value() if key else None
 

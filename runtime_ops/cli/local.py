@@ -1,28 +1,16 @@
-"""`runtime-ops serve`, `status`, `db upgrade`, `demo seed`, `dev`: run and inspect a deployment."""
+"""`runtime-ops serve`, `status`, `db upgrade|check|backup|restore`, `demo seed`: run and inspect a deployment."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import shutil
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
+from runtime_ops.errors import UserError
 from runtime_ops.settings import get_settings
-
-# The checkout `runtime-ops dev` runs from: the dg project (pyproject.toml's [tool.dg]) that `dg dev` serves.
-CHECKOUT = Path(__file__).resolve().parents[2]
-# The one-machine Dagster instance that `runtime-ops dev` copies into DAGSTER_HOME.
-DEV_INSTANCE = Path(__file__).with_name("dagster.yaml")
-# How long the services get to stop after `runtime-ops dev` was asked to (Dagster gives its webserver and daemon
-# 60 s each); whatever of them still runs then is killed.
-STOP_TIMEOUT_SECONDS = 90.0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -30,8 +18,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from runtime_ops.api.server import serve
 
     settings = get_settings()
-    serve(create_app(settings), settings, host=args.host, port=args.port, log_level=args.log_level)
+    app = create_app(settings)
+    instance.record("serve")
+    serve(app, settings, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _shown_database_url() -> str:
+    from runtime_ops.observability.redaction import redact_url
+
+    return redact_url(get_settings().resolved_database_url)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -39,12 +35,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     specs = load_specs(settings)
+    state_store()  # reachable and whole, before anything is printed
     if args.pipeline:
         specs = {args.pipeline: specs[args.pipeline]} if args.pipeline in specs else {}
         if not specs:
             print(f"error: no pipeline named {args.pipeline!r}", file=sys.stderr)
             return 2
-    print(f"state store : {settings.resolved_database_url}")
+    print(f"state store : {_shown_database_url()}")
     for name, spec in specs.items():
         store = state_store(name)
         print(f"\npipeline {name} ({spec.source})")
@@ -71,9 +68,7 @@ def cmd_db_check(_: argparse.Namespace) -> int:
     store = state_store()  # checks (quick_check, schema revision) before anything else, naming the file and the fix
     from runtime_ops.store.migrate import current_revision
 
-    print(
-        f"state store {get_settings().resolved_database_url}: whole, schema revision {current_revision(store.engine)}"
-    )
+    print(f"state store {_shown_database_url()}: whole, schema revision {current_revision(store.engine)}")
     return 0
 
 
@@ -86,6 +81,9 @@ def cmd_db_backup(args: argparse.Namespace) -> int:
         copy = backup(engine, Path(args.file))
     except (ValueError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the backup's folder cannot be made or written
+        print(f"error: cannot write the backup {args.file}: {exc.strerror}; choose a writable folder", file=sys.stderr)
         return 2
     print(f"backed up the state store to {copy.path} ({copy.bytes:,} bytes, schema revision {copy.revision}), checked")
     return 0
@@ -110,6 +108,7 @@ def cmd_db_restore(args: argparse.Namespace) -> int:
 
 def cmd_db_upgrade(_: argparse.Namespace) -> int:
     state_store()
+    instance.record("db upgrade")
     print("state store schema is up to date")
     return 0
 
@@ -132,230 +131,22 @@ def cmd_demo_seed(args: argparse.Namespace) -> int:
         return 0
     # Only what is not there yet: `make dev` landed 70%, and the rest is the second batch (landing the same files
     # again would only record them as duplicates).
-    copied = copy_corpus(Path(dest), subset=args.subset, only_missing=True)
+    try:
+        copied = copy_corpus(Path(dest), subset=args.subset, only_missing=True)
+    except OSError as exc:  # the landing folder cannot be made or written
+        raise UserError(f"cannot copy the demo corpus into {dest}: {exc.strerror}; choose a writable folder") from None
     print(f"copied {len(copied)} demo documents into {dest} (the others were there already)")
     return 0
 
 
-def cmd_dev(args: argparse.Namespace) -> int:
-    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dg dev`."""
-    with _terminal_foreground():
-        return _dev(args)
-
-
-@contextlib.contextmanager
-def _terminal_foreground() -> Iterator[None]:
-    """While `runtime-ops dev` runs, it alone is the terminal's foreground process group, so Ctrl-C reaches it
-    alone. Under `make dev`, make would get the SIGINT too, and GNU make re-raises it on itself once its recipe
-    ends: it exited 130 however cleanly we stopped. The terminal goes back to the group that had it."""
-    import signal
-
-    fd = sys.stdin.fileno() if sys.stdin is not None else -1
+def _fraction(text: str) -> float:
     try:
-        before = os.tcgetpgrp(fd) if fd >= 0 and os.isatty(fd) else None
-    except OSError:
-        before = None
-    if before is None or before != os.getpgrp():  # no terminal, or started in the background: leave it be
-        yield
-        return
-
-    def hand_terminal_to(group: int) -> None:
-        # A process that is not in the foreground group may not set it unless it ignores SIGTTOU.
-        previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-        try:
-            os.tcsetpgrp(fd, group)
-        finally:
-            signal.signal(signal.SIGTTOU, previous)
-
-    try:
-        os.setpgid(0, 0)
-        hand_terminal_to(os.getpgrp())
-    except OSError:  # a session leader (run straight from a login shell) already is its own group
-        pass
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            hand_terminal_to(before)
-
-
-def _dev(args: argparse.Namespace) -> int:
-    import signal
-
-    asked: list[int] = []  # the signals that asked us to stop
-
-    def ask(signum: int, _: object) -> None:
-        asked.append(signum)
-
-    # Installed first: a Ctrl-C while the state store migrates lets the migration finish, then ends here quietly.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, ask)
-
-    settings = get_settings()
-    home = settings.resolved_home / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(DEV_INSTANCE, home / "dagster.yaml")
-    from runtime_ops.components.loading import load_specs
-
-    store = state_store()  # check and migrate before the first sensor tick
-    demo = load_specs(settings).get("demo")  # a folder of one's own pipelines may have no demo
-    if demo is not None and not args.no_seed and not demo.landing.is_s3:
-        from runtime_ops.demo import copy_corpus
-
-        landing = Path(demo.landing.uri)
-        empty = not landing.exists() or not any(p.is_file() for p in landing.rglob("*"))
-        if empty:
-            # Most of the corpus now, the rest with `runtime-ops demo seed`: that second batch trains a new
-            # candidate and shows the gate at work.
-            copied = copy_corpus(landing, subset=0.7)
-            print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
-    _fail_orphans(home)
-    if asked:  # while preparing: nothing started yet
-        return _finish(store, asked, [])
-    env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
-    # Readable log lines on a developer's terminal unless JSON was asked for explicitly.
-    env.setdefault("RUNTIME_OPS_LOG_FORMAT", "console")
-    api_host, api_port = args.api_host, args.api_port
-    if not settings.alert_token and api_host in ("127.0.0.1", "localhost", "::1"):
-        # On this machine only: alerts may be posted without a token (anywhere else set RUNTIME_OPS_ALERT_TOKEN).
-        env.setdefault("RUNTIME_OPS_ALERT_OPEN", "true")
-    # The services run in a process group of their own, out of the terminal's foreground group: Ctrl-C reaches
-    # only this process, which stops them in order (_stop). Sent to every process of the group, as a terminal
-    # does, SIGINT also lands in Dagster's helpers that do not expect it (a run worker still importing, a step's
-    # log watchers) and each prints a KeyboardInterrupt traceback.
-    dagster = subprocess.Popen(
-        # `dg dev` in the project's directory serves the code location of pyproject.toml's [tool.dg] with this
-        # interpreter.
-        [sys.executable, "-m", "dagster_dg_cli.cli", "dev", "--host", args.host, "--port", str(args.port)],
-        env=env,
-        cwd=CHECKOUT,
-        process_group=0,
-        preexec_fn=_end_with_parent,
-    )
-    api = subprocess.Popen(
-        [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
-        env=env,
-        cwd=CHECKOUT,
-        process_group=dagster.pid,
-        preexec_fn=_end_with_parent,
-    )
-    procs = [dagster, api]
-    print(
-        f"Dagster UI: http://{args.host}:{args.port}   ops API: http://{api_host}:{api_port}   (DAGSTER_HOME={home})",
-        flush=True,
-    )
-    try:
-        while not asked and all(p.poll() is None for p in procs):
-            time.sleep(0.5)
-    finally:
-        _stop(procs, group=dagster.pid, home=home, asked=asked)
-    return _finish(store, asked, procs)
-
-
-def _end_with_parent() -> None:
-    """In a service's child process before it starts: SIGTERM when `runtime-ops dev` dies (killed, out of memory),
-    so its services do not run on without it, out of reach of Ctrl-C (they are in a process group of their own).
-    Linux only (prctl PR_SET_PDEATHSIG); elsewhere they outlive it."""
-    if sys.platform == "linux":
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-
-
-def _finish(store: Any, asked: list[int], procs: list[subprocess.Popen[bytes]]) -> int:
-    from runtime_ops.store.integrity import checkpoint
-
-    checkpoint(store.engine)  # the state file alone is then the whole state (a copy of it is a backup)
-    if asked:
-        print("stopped cleanly: the state store's WAL is folded into its file", flush=True)
-        return 0
-    return max(p.returncode or 0 for p in procs)
-
-
-def _stop(procs: list[subprocess.Popen[bytes]], *, group: int, home: Path, asked: list[int]) -> None:
-    """Stop the services in order and wait until no process of their `group` is left; a second signal to this
-    process, or STOP_TIMEOUT_SECONDS, kills what is left.
-
-    SIGINT to `dg dev` (it stops the webserver and the daemon, then tells the code server to stop once its runs
-    end) and to the ops API. Once `dg dev` is gone no run is launched or retried any more, and each run still in
-    flight gets SIGINT in its worker, once that has announced its pid in the run's event log (from then on it
-    handles SIGINT): the run fails as interrupted, its steps stop, and run retries relaunch it at the next start.
-    """
-    import signal
-
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    dagster, stopping = procs[0], len(asked)
-    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-
-    def stopping_in_order() -> bool:
-        return _group_alive(group, procs) and time.monotonic() < deadline and len(asked) == stopping
-
-    while stopping_in_order() and dagster.poll() is None:
-        time.sleep(0.2)
-    interrupted: set[int] = set()
-    with contextlib.ExitStack() as stack:
-        instance = None
-        while stopping_in_order():
-            # Opened only now that nothing else may be creating a fresh home's storage (`dg dev` does, at start).
-            if instance is None and (home / "history").exists():
-                import dagster as dg
-
-                instance = stack.enter_context(dg.DagsterInstance.from_config(str(home)))
-            if instance is not None:
-                _interrupt_runs(instance, group, interrupted)
-            time.sleep(0.5)
-    if _group_alive(group, procs):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
-    for p in procs:
-        p.wait()
-
-
-def _interrupt_runs(instance: Any, group: int, interrupted: set[int]) -> None:
-    """SIGINT to the worker of each run in flight that announced itself, once, if it is a process of `group`."""
-    import signal
-
-    import dagster as dg
-
-    from runtime_ops.recovery.orphans import WATCHED, process_info, worker_of
-    from runtime_ops.recovery.workers import gone_reason
-
-    for record in instance.get_run_records(dg.RunsFilter(statuses=WATCHED)):
-        worker = worker_of(instance, record.dagster_run.run_id)
-        if worker is None or worker.pid in interrupted or gone_reason(worker, process_info(worker.pid)):
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            if os.getpgid(worker.pid) == group:
-                os.kill(worker.pid, signal.SIGINT)
-                interrupted.add(worker.pid)
-
-
-def _group_alive(group: int, procs: list[subprocess.Popen[bytes]]) -> bool:
-    for p in procs:
-        p.poll()  # reaps our own children: a zombie still counts as a member of its group
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _fail_orphans(home: Path) -> None:
-    """Runs the last `runtime-ops dev` left started (it was killed, or the machine lost power) are marked failed
-    before anything starts, so that run retries relaunch them at once (run_recovery_sensor would, a tick later)."""
-    if not (home / "history").exists():  # Dagster's SQLite run storage: no runs yet
-        return
-    import dagster as dg
-
-    from runtime_ops.recovery.orphans import sweep
-
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        orphans = sweep(instance)
-    for o in orphans:
-        print(f"run {o.run_id} ({o.job_name}) was interrupted ({o.reason}): marked failed; run retries relaunch it")
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1], e.g. 0.3")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -363,7 +154,7 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--log-level", default="info")
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=cmd_serve, instance="starts")
 
     p = sub.add_parser("status", help="summarise the state store, pipeline by pipeline")
     p.add_argument("--pipeline", default=None, help="only this pipeline (default: every declared one)")
@@ -371,7 +162,7 @@ def register(sub: Any) -> None:
     db = sub.add_parser("db", help="state store schema")
     dsub = db.add_subparsers(dest="action", required=True)
     p = dsub.add_parser("upgrade", help="migrate the state store to the newest schema")
-    p.set_defaults(func=cmd_db_upgrade)
+    p.set_defaults(func=cmd_db_upgrade, instance="starts")
     p = dsub.add_parser("check", help="check the state store is whole (SQLite quick_check, schema revision)")
     p.set_defaults(func=cmd_db_check)
     p = dsub.add_parser("backup", help="a consistent copy of the SQLite state store, while the flow runs")
@@ -379,17 +170,10 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_db_backup)
     p = dsub.add_parser("restore", help="put a backup in place of the SQLite state store (stop everything first)")
     p.add_argument("file", help="the backup file")
-    p.set_defaults(func=cmd_db_restore)
+    p.set_defaults(func=cmd_db_restore, instance="restores")
     demo = sub.add_parser("demo", help="demo data")
     dmsub = demo.add_subparsers(dest="action", required=True)
     p = dmsub.add_parser("seed", help="copy the demo corpus into the demo pipeline's landing folder or bucket")
     p.add_argument("--dest", default=None, help="where to copy (default: the demo pipeline's landing)")
-    p.add_argument("--subset", type=float, default=None, help="fraction of the corpus to copy (0-1)")
+    p.add_argument("--subset", type=_fraction, default=None, help="fraction of the corpus to copy (0-1)")
     p.set_defaults(func=cmd_demo_seed)
-    p = sub.add_parser("dev", help="start the Dagster UI and daemon on the embedded defaults")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=3000)
-    p.add_argument("--no-seed", action="store_true", help="do not copy the demo corpus into an empty landing")
-    p.add_argument("--api-host", default="127.0.0.1")
-    p.add_argument("--api-port", type=int, default=8000)
-    p.set_defaults(func=cmd_dev)

@@ -11,15 +11,16 @@ import sys
 import types
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from pydantic import ValidationError
 
+from runtime_ops.errors import UserError
 from runtime_ops.pipeline.attributes import PipelineAttributes
-from runtime_ops.pipeline.resolve import LOADING_SETTINGS, landing_uri, resolve_spec
+from runtime_ops.pipeline.resolve import LOADING_SETTINGS, DeclarationError, landing_uri, resolve_spec
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.settings import Settings
 
@@ -27,7 +28,7 @@ COMPONENT_TYPE = "runtime_ops.components.RetrievalPipeline"
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "defs"
 
 
-class PipelineConfigError(ValueError):
+class PipelineConfigError(UserError, ValueError):
     """A defs.yaml is unusable; the message names the file, the line and the field."""
 
 
@@ -37,6 +38,11 @@ class DeclaredPipeline:
     path: Path
     line: int
     landing: str | None
+    tree: Any = field(default=None, compare=False, repr=False)  # the YAML's source positions
+
+    def line_of(self, path: Sequence[str | int]) -> int:
+        """The line of the YAML node at `path` (or of the deepest one of it that is there)."""
+        return _line_of(self.tree, path) if self.tree is not None else self.line
 
 
 def _line_of(tree: Any, path: Sequence[str | int]) -> int:
@@ -63,16 +69,46 @@ def _strip_templates(value: Any) -> Any:
     return value
 
 
+def _read(path: Path) -> str:
+    """The text of a defs.yaml; PipelineConfigError names the file and what is wrong with it."""
+    if path.is_dir():
+        raise PipelineConfigError(
+            f"{path}: is a folder, not a file; a pipeline is declared in a file named defs.yaml (rename the folder)"
+        )
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise PipelineConfigError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise PipelineConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+    return text
+
+
 def check_file(path: Path) -> DeclaredPipeline | None:
     """Validate one defs.yaml; None when it declares another component type (Dagster loads those)."""
+    import yaml
     from dagster_shared.yaml_utils import parse_yamls_with_source_position
 
     try:
-        [parsed] = parse_yamls_with_source_position(path.read_text(), filename=str(path))
-    except ValueError:
-        raise PipelineConfigError(f"{path}: expected one YAML document") from None
-    except Exception as exc:  # yaml.YAMLError carries its own line
-        raise PipelineConfigError(f"{path}: not valid YAML: {exc}") from None
+        documents = parse_yamls_with_source_position(_read(path), filename=str(path))
+    except yaml.YAMLError as exc:  # one line: where the problem is and what it is
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise PipelineConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: {problem}") from None
+    if not documents or (len(documents) == 1 and documents[0].value is None):
+        raise PipelineConfigError(
+            f"{path}: is empty; declare a pipeline in it (type: {COMPONENT_TYPE} and its attributes, as "
+            "runtime_ops/defs/demo/defs.yaml does) or remove it"
+        )
+    if len(documents) > 1:
+        raise PipelineConfigError(
+            f"{path}: holds {len(documents)} YAML documents (separated by ---); declare one pipeline per defs.yaml, "
+            "each in a folder of its own"
+        )
+    [parsed] = documents
     doc, tree = parsed.value, parsed.source_position_tree
     if not isinstance(doc, dict) or doc.get("type") != COMPONENT_TYPE:
         return None
@@ -91,12 +127,13 @@ def check_file(path: Path) -> DeclaredPipeline | None:
             field = ".".join(str(p) for p in ["attributes", *loc])
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"{path}:{_line_of(tree, ['attributes', *loc])}: {field}: {msg}")
-        raise PipelineConfigError("invalid pipeline declaration:\n  " + "\n  ".join(lines)) from None
+        raise PipelineConfigError("\n".join(lines)) from None  # a line per mistake, each naming file, line and field
     return DeclaredPipeline(
         name=model.name,
         path=path,
         line=_line_of(tree, ["attributes", "name"]),
         landing=None if _templated(attrs.get("landing", {}).get("uri")) else model.landing.uri,
+        tree=tree,
     )
 
 
@@ -197,7 +234,10 @@ def _resolve(declared: Sequence[DeclaredPipeline], settings: Settings) -> dict[s
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.BetaWarning)
             component = RetrievalPipeline.resolve_from_dict(_raw_attributes(p.path))
-        specs[p.name] = resolve_spec(component, settings, base_dir=p.path.parent, source=str(p.path))
+        try:
+            specs[p.name] = resolve_spec(component, settings, base_dir=p.path.parent, source=str(p.path))
+        except DeclarationError as exc:  # fields valid one by one that cannot work together: at their line
+            raise PipelineConfigError(exc.located(str(p.path), p.line_of(["attributes", *exc.field]))) from None
     return specs
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from runtime_ops.locks.base import Held, Lease, LockerBase, LockUnavailable, WaitObserver
+from runtime_ops.observability.redaction import redact_url
 
 KEY_PREFIX = "runtime_ops:lock:"
 FENCE_PREFIX = "runtime_ops:fence:"
@@ -62,16 +62,6 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class RedisLocker(LockerBase):

@@ -91,7 +91,9 @@ class StoreLocker(LockerBase):
             self.wait_observer = LockWaitRecorder(store)
 
     def _unavailable(self, exc: BaseException) -> LockUnavailable:
-        url = self.store.engine.url.render_as_string(hide_password=True)
+        from runtime_ops.observability.redaction import redact_url
+
+        url = redact_url(self.store.engine.url.render_as_string(hide_password=False))
         return LockUnavailable(
             f"lock backend unreachable: the state store at RUNTIME_OPS_DATABASE_URL={url} (used for locks "
             f"because REDIS_URL is unset) failed ({type(exc).__name__}: {str(exc).strip().splitlines()[0]}); "

@@ -141,15 +141,8 @@ def pending_metadata(request: dict[str, Any]) -> dict[str, dg.MetadataValue | st
 
 
 def request_policy(spec: PipelineSpec) -> "RequestPolicy":
-    """The approval policy new requests of this pipeline open with (a request keeps it once open)."""
-    from runtime_ops.policies.approvals import RequestPolicy, Tier
+    """The approval policy new requests of this pipeline open with (a request keeps it once open); the pipeline's
+    load checked that it can be satisfied."""
+    from runtime_ops.pipeline.resolve import approval_policy
 
-    a = spec.approvals
-    return RequestPolicy(
-        approvers=a.approvers,
-        escalation_approvers=() if a.tiers else a.escalation_approvers,
-        required_approvals=a.required_approvals,
-        escalate_after=None if a.tiers else a.escalate_after,
-        expire_after=a.expire_after,
-        tiers=tuple(Tier(approvers, after) for approvers, after in a.tiers),
-    )
+    return approval_policy(spec.approvals)

@@ -37,6 +37,19 @@ URL_SETTINGS = ("RUNTIME_OPS_DATABASE_URL", "REDIS_URL", "RUNTIME_OPS_VECTOR_STO
 # Shorter values are too likely to occur by chance ("pw" in "pwd"); they are still removed from URLs by pattern.
 MIN_SECRET_LENGTH = 6
 
+# A URL's password runs from the ':' after the user name to the next '@', as SQLAlchemy reads it: an unencoded '/'
+# in a password does not end it early (urllib would end the host part there and show the rest).
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)[^\s@]+(@)")
+# libpq also takes the password as a query parameter.
+_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#\s]+", re.IGNORECASE)
+
+
+def redact_url(text: str) -> str:
+    """`text` (a URL, or a message holding URLs) with every URL's password replaced by `[REDACTED]`; the user name,
+    host, port and path stay readable. The one way runtime_ops shows a URL that may carry credentials."""
+    return _QUERY_PASSWORD.sub(r"\1" + REDACTED, _URL_PASSWORD.sub(r"\1" + REDACTED + r"\2", text))
+
+
 _PATTERNS = (
     # The token segment of signed approval links (/approvals/<token>), whatever host serves them.
     (re.compile(r"(/approvals/)[A-Za-z0-9_\-.%]{16,}"), r"\1" + REDACTED),
@@ -46,8 +59,9 @@ _PATTERNS = (
     (re.compile(r"\.eJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{16,}"), REDACTED),
     # Slack tokens (bot, user, app, refresh...).
     (re.compile(r"\bxox[abeoprs]-[A-Za-z0-9\-]{8,}"), REDACTED),
-    # The password of any URL with credentials (postgresql://user:pw@host, redis://:pw@host).
-    (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+(@)"), r"\1" + REDACTED + r"\2"),
+    # The password of any URL with credentials (postgresql://user:pw@host, redis://:pw@host, ?password=pw).
+    (_URL_PASSWORD, r"\1" + REDACTED + r"\2"),
+    (_QUERY_PASSWORD, r"\1" + REDACTED),
     # Bearer credentials in headers that end up in messages.
     (re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9_\-.~+/=]{8,}"), r"\1" + REDACTED),
     # Ops API keys (runtime_ops.store.api_keys: rok_<8 hex>_<secret>): the key id stays readable, the secret goes,

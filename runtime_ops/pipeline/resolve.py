@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextvars import ContextVar
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from runtime_ops.errors import UserError
 from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes, SentenceTransformerAttributes
 from runtime_ops.pipeline.spec import (
     AnswersSpec,
@@ -24,6 +27,7 @@ from runtime_ops.pipeline.spec import (
     TimeoutSpec,
     VectorStoreSpec,
 )
+from runtime_ops.policies.approvals import RequestPolicy, Tier
 from runtime_ops.settings import Settings, parse_duration
 
 T = TypeVar("T")
@@ -135,8 +139,77 @@ def _vector_store(attrs: PipelineAttributes, settings: Settings) -> VectorStoreS
     return VectorStoreSpec(url=f"lance://{settings.resolved_home / 'vectors'}")
 
 
-class OpenApprovals(ValueError):
+class OpenApprovals(UserError, ValueError):
     """A pipeline would let anyone approve its promotions where others can reach the decision."""
+
+
+class DeclarationError(UserError, ValueError):
+    """A declaration whose fields are each valid but that cannot work, with these settings: `field` is the attribute
+    path the problem is about; loading names the file and the line (`located`)."""
+
+    def __init__(self, field: Sequence[str], problem: str, source: str = "") -> None:
+        self.field, self.problem = tuple(field), problem
+        super().__init__(self.located(source))
+
+    def located(self, source: str, line: int | None = None) -> str:
+        where = f"{source}:{line}: " if source and line else f"{source}: " if source else ""
+        return f"{where}attributes.{'.'.join(self.field)}: {self.problem}"
+
+
+def approval_policy(a: ApprovalSpec) -> RequestPolicy:
+    """The policy a pipeline's new requests open with; the same one its load checks (`check_policy`)."""
+    return RequestPolicy(
+        approvers=a.approvers,
+        escalation_approvers=() if a.tiers else a.escalation_approvers,
+        required_approvals=a.required_approvals,
+        escalate_after=None if a.tiers else a.escalate_after,
+        expire_after=a.expire_after,
+        tiers=tuple(Tier(approvers, after) for approvers, after in a.tiers),
+    )
+
+
+def _from(given: object, field: str, variable: str) -> str:
+    """Where a policy value comes from: the defs.yaml field when it is given, else the variable it fell back to."""
+    return f"approvals.{field}" if given is not None else variable
+
+
+def check_policy(attrs: PipelineAttributes, approvals: ApprovalSpec, *, source: str = "") -> None:
+    """Refuse at load a policy no request could ever meet, rather than when the first request opens: more approvals
+    required than there are people who can ever decide (the approvers and every escalation tier, which joins before
+    the request expires), or escalation deadlines out of order. Each value is named where it comes from: the
+    defs.yaml field, or the process-wide variable it fell back to."""
+    a = attrs.approvals
+    tiers = ("escalation", a.escalation) if a.escalation else ("escalation_approvers", a.escalation_approvers)
+    try:
+        policy = approval_policy(replace(approvals, required_approvals=1))
+    except ValueError as exc:  # deadlines out of order
+        escalation = "escalation" if a.escalation else "escalate_after"
+        field = escalation if a.escalation or a.expire_after is None else "expire_after"
+        sources = (
+            _from(a.escalation or a.escalate_after, escalation, "RUNTIME_OPS_ESCALATE_AFTER"),
+            _from(a.expire_after, "expire_after", "RUNTIME_OPS_EXPIRE_AFTER"),
+        )
+        raise DeclarationError(
+            ("approvals", field),
+            f"{exc} ({' / '.join(sources)}); a request could never open: set the deadlines in order "
+            "(approvals.escalate_after: off for no escalation)",
+            source,
+        ) from None
+    deciders, required = policy.deciders, approvals.required_approvals
+    if not deciders or required <= len(deciders):  # no approvers at all: anyone may decide (embedded mode)
+        return
+    first, later = sorted(policy.approvers), sorted(deciders - set(policy.approvers))
+    who = [f"{', '.join(first)} ({_from(a.approvers, 'approvers', 'RUNTIME_OPS_APPROVERS')})"] if first else []
+    if later:
+        who.append(f"{', '.join(later)} ({_from(tiers[1], tiers[0], 'RUNTIME_OPS_ESCALATION_APPROVERS')})")
+    wanted = _from(a.required_approvals, "required_approvals", "RUNTIME_OPS_REQUIRED_APPROVALS")
+    field = "required_approvals" if a.required_approvals is not None or a.approvers is None else "approvers"
+    raise DeclarationError(
+        ("approvals", field),
+        f"{required} approvals required ({wanted}) but only {len(deciders)} approver{'s' if len(deciders) > 1 else ''} "
+        f"can ever decide: {' and '.join(who)}; name more approvers or require fewer approvals",
+        source,
+    )
 
 
 def check_approvers(attrs: PipelineAttributes, settings: Settings, *, source: str = "") -> None:
@@ -168,6 +241,16 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
     expire = parse_duration(approvals.expire_after) if approvals.expire_after is not None else settings.expire_after
     answers = attrs.answers
     check_approvers(attrs, settings, source=source)
+    approval = ApprovalSpec(
+        approvers=tuple(_first(approvals.approvers, list(settings.approvers))),
+        escalation_approvers=tuple(_first(approvals.escalation_approvers, list(settings.escalation_approvers))),
+        required_approvals=_first(approvals.required_approvals, settings.required_approvals),
+        escalate_after=escalate,
+        expire_after=expire,
+        slack_channel=_first(approvals.slack_channel, settings.slack_approval_channel),
+        tiers=tuple((tuple(t.approvers), _tier_after(t.after)) for t in approvals.escalation or ()),
+    )
+    check_policy(attrs, approval, source=source)
     return PipelineSpec(
         name=attrs.name,
         description=attrs.description,
@@ -197,15 +280,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             seed=attrs.evaluation.seed,
             endpoint_questions=attrs.evaluation.endpoint_questions,
         ),
-        approvals=ApprovalSpec(
-            approvers=tuple(_first(approvals.approvers, list(settings.approvers))),
-            escalation_approvers=tuple(_first(approvals.escalation_approvers, list(settings.escalation_approvers))),
-            required_approvals=_first(approvals.required_approvals, settings.required_approvals),
-            escalate_after=escalate,
-            expire_after=expire,
-            slack_channel=_first(approvals.slack_channel, settings.slack_approval_channel),
-            tiers=tuple((tuple(t.approvers), _tier_after(t.after)) for t in approvals.escalation or ()),
-        ),
+        approvals=approval,
         answers=AnswersSpec(
             questions_file=_relative(base_dir, answers.questions_file),
             endpoint=_first(answers.endpoint, settings.model_endpoint),

@@ -45,12 +45,17 @@ class RequestPolicy:
             raise ValueError(
                 f"the last escalation tier ({afters[-1]}) must come before the request expires ({self.expire_after})"
             )
-        allowed = len(set(self.approvers).union(*(t.approvers for t in self.tiers)))
+        allowed = len(self.deciders)
         if allowed and self.required_approvals > allowed:
             raise ValueError(
                 f"required_approvals={self.required_approvals} but only {allowed} approvers are configured "
                 "(RUNTIME_OPS_APPROVERS + the escalation approvers)"
             )
+
+    @property
+    def deciders(self) -> frozenset[str]:
+        """Everyone who can ever decide a request: the approvers and every escalation tier's (empty: anyone)."""
+        return frozenset(self.approvers).union(*(t.approvers for t in self.tiers))
 
     def deadlines(self, opened_at: datetime) -> tuple[datetime | None, datetime | None]:
         escalate = opened_at + self.tiers[0].after if self.tiers else None

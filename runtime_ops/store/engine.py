@@ -7,12 +7,13 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, Executable, Table, create_engine, event
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.exc import DBAPIError
+
+from runtime_ops.errors import UserError
 
 _ENGINES: dict[str, Engine] = {}
 _READERS: dict[str, Engine] = {}
@@ -42,9 +43,8 @@ def reader_for(engine: Engine) -> Engine:
     with _ENGINES_LOCK:
         reader = _READERS.get(url)
         if reader is None:
-            options = f"-c statement_timeout={statement_timeout_ms()}"
             reader = _READERS[url] = create_engine(
-                url, isolation_level="AUTOCOMMIT", pool_size=5, max_overflow=20, connect_args={"options": options}
+                url, isolation_level="AUTOCOMMIT", pool_size=5, max_overflow=20, connect_args=_pg_connect_args(url)
             )
         return reader
 
@@ -58,14 +58,39 @@ def statement_timeout_ms() -> int:
     return round(timeout.total_seconds() * 1000) if timeout else 0
 
 
+# A connection attempt that gets no answer (a host that drops packets) fails after this many seconds instead of the
+# operating system's minutes; a `connect_timeout` in the URL wins.
+CONNECT_TIMEOUT_S = 10
+
+
+def _pg_connect_args(url: str) -> dict[str, Any]:
+    # Every state-store statement is short; one that hangs (a lock held by a stuck process, a runaway query) is
+    # cancelled by the server instead of holding a step or an API request for ever.
+    args: dict[str, Any] = {"options": f"-c statement_timeout={statement_timeout_ms()}"}
+    if "connect_timeout" not in make_url(url).query:
+        args["connect_timeout"] = CONNECT_TIMEOUT_S
+    return args
+
+
+def _sqlite_folder(url: str) -> None:
+    """The folder of a SQLite state file must exist; only the home's (RUNTIME_OPS_HOME) is created, on first use: a
+    mistyped path must not become a new, empty store."""
+    from runtime_ops.settings import check_sqlite_folder, get_settings, sqlite_path
+
+    path = sqlite_path(url)
+    if path is None or path.parent.is_dir():
+        return
+    try:
+        check_sqlite_folder(url, get_settings().resolved_home)
+    except ValueError as exc:
+        raise UserError(f"state store {url}: {exc}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def _create(url: str) -> Engine:
     if not url.startswith("sqlite"):
-        # Every state-store statement is short; one that hangs (a lock held by a stuck process, a runaway
-        # query) is cancelled by the server instead of holding a step or an API request for ever.
-        options = f"-c statement_timeout={statement_timeout_ms()}"
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args={"options": options})
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args=_pg_connect_args(url))
+    _sqlite_folder(url)
     # Sensors, runs and the CLI are separate processes: wait for the writer instead of failing.
     engine = create_engine(url, connect_args={"timeout": 30})
 

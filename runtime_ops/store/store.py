@@ -48,8 +48,8 @@ def open_store(
     url: str, *, pipeline: str | None = DEFAULT_PIPELINE, migrate: bool = True, check: bool = False
 ) -> StateStore:
     """The state store at `url` (migrated to the newest schema), scoped to `pipeline` (None: unscoped). `check`
-    (entry points: the CLI, the API, `runtime-ops dev`) first checks it is whole, once per process, raising
-    `StateDamaged` with the file and the fix."""
+    (entry points: the CLI, the API, `runtime-ops dev`) first checks it answers and is whole, once per process,
+    raising `StateUnreachable` (host and port) or `StateDamaged` (the file and the fix)."""
     engine = engine_for(url)
     if check and url not in _CHECKED:
         integrity.check(engine, head_revision())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime_ops.cli import build_parser
-from runtime_ops.cli.local import CHECKOUT, DEV_INSTANCE
+from runtime_ops.cli.dev import CHECKOUT, DEV_INSTANCE
 
 
 def test_dev_finds_its_instance_and_the_dg_project() -> None:

@@ -140,6 +140,23 @@ def test_link_tokens_slack_tokens_and_url_passwords_are_redacted_by_shape() -> N
         assert logs.REDACTOR.text(text, ()) == expected
 
 
+def test_one_helper_shows_urls_without_their_passwords_in_messages_and_logs() -> None:
+    """`redact_url` is what the CLI prints and what the log filter applies: a password ends at the '@' as SQLAlchemy
+    reads it (an unencoded '/' in it does not leave its tail readable), and libpq's `password=` parameter goes too."""
+    from runtime_ops.observability.redaction import redact_url
+
+    cases = {
+        "postgresql://ops:pa/ss@db:5432/state": "postgresql://ops:[REDACTED]@db:5432/state",
+        "postgresql://db/state?user=ops&password=hunter2&sslmode=require": (
+            "postgresql://db/state?user=ops&password=[REDACTED]&sslmode=require"
+        ),
+        "postgresql://ops@db:5432/state": "postgresql://ops@db:5432/state",
+        "sqlite:////var/lib/runtime_ops/state.db": "sqlite:////var/lib/runtime_ops/state.db",
+    }
+    for url, shown in cases.items():
+        assert redact_url(url) == shown and logs.REDACTOR.text(f"store {url}.", ()) == f"store {shown}."
+
+
 def test_the_record_factory_redacts_records_that_never_reach_our_handlers(planted: None) -> None:
     logs.install_record_factory()
     seen: list[logging.LogRecord] = []

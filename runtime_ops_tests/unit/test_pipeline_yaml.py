@@ -72,7 +72,8 @@ def test_two_pipelines_resolve_their_own_settings(tmp_path: Path, monkeypatch: p
         HEADER
         + "  landing: {uri: alpha-landing}\n"
         + "  evaluation: {golden_set: golden.jsonl}\n"
-        + "  approvals: {approvers: [U1, U2], required_approvals: 2, slack_channel: C_ALPHA, expire_after: 2h}\n"
+        + "  approvals: {approvers: [U1, U2], required_approvals: 2, slack_channel: C_ALPHA, escalate_after: 1h,\n"
+        + "              expire_after: 2h}\n"
         + "  gate: {auto_approve_margin: 0.1}\n",
     )
     declare(tmp_path, "beta", HEADER.replace("alpha", "beta") + "  landing: {uri: 's3://bucket/beta'}\n")
@@ -95,3 +96,66 @@ def test_a_bad_declaration_fails_the_code_location_load(tmp_path: Path, monkeypa
     with pytest.raises(PipelineConfigError) as exc:
         build_definitions(load_settings())
     assert f"{path}:6: attributes.schedules.weekly: Extra inputs are not permitted" in str(exc.value)
+
+
+def _load_error(root: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    monkeypatch.setenv("RUNTIME_OPS_PIPELINES_DIR", str(root))
+    monkeypatch.setenv("RUNTIME_OPS_HOME", str(root / "home"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(PipelineConfigError) as exc:
+        load_specs(load_settings())
+    return str(exc.value)
+
+
+def test_more_approvals_required_than_approvers_can_give_fails_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """M of N with M > N loads today and fails only when a request opens; it must fail at load, at the line."""
+    for name in ("RUNTIME_OPS_APPROVERS", "RUNTIME_OPS_ESCALATION_APPROVERS", "RUNTIME_OPS_REQUIRED_APPROVALS"):
+        monkeypatch.delenv(name, raising=False)
+    path = declare(tmp_path, "alpha", HEADER + "  approvals:\n    approvers: [alice]\n    required_approvals: 3\n")
+    message = _load_error(tmp_path, monkeypatch)
+    assert message.startswith(f"{path}:6: attributes.approvals.required_approvals: 3 approvals required"), message
+    assert "only 1 approver can ever decide: alice (approvals.approvers)" in message
+
+    # Escalation tiers count: everyone who can ever decide.
+    declare(
+        tmp_path,
+        "alpha",
+        HEADER + "  approvals:\n    approvers: [alice]\n    required_approvals: 3\n"
+        "    escalation:\n      - {approvers: [bob], after: 1h}\n      - {approvers: [carol], after: 2h}\n",
+    )
+    assert load_specs(load_settings())["alpha"].approvals.required_approvals == 3
+    declare(
+        tmp_path,
+        "alpha",
+        HEADER + "  approvals:\n    approvers: [alice]\n    required_approvals: 4\n"
+        "    escalation:\n      - {approvers: [bob, alice], after: 1h}\n",
+    )
+    assert "only 2 approvers can ever decide: alice (approvals.approvers) and bob (approvals.escalation)" in (
+        _load_error(tmp_path, monkeypatch)
+    )
+
+
+def test_the_process_wide_approvers_are_checked_too_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RUNTIME_OPS_REQUIRED_APPROVALS", raising=False)
+    path = declare(tmp_path, "alpha", HEADER + "  approvals:\n    required_approvals: 2\n")
+    message = _load_error(tmp_path, monkeypatch, RUNTIME_OPS_APPROVERS="alice")
+    assert message.startswith(f"{path}:5: attributes.approvals.required_approvals: 2 approvals required"), message
+    assert "alice (RUNTIME_OPS_APPROVERS)" in message
+    path = declare(tmp_path, "alpha", HEADER + "  approvals:\n    approvers: [alice, bob]\n")
+    message = _load_error(tmp_path, monkeypatch, RUNTIME_OPS_REQUIRED_APPROVALS="3", RUNTIME_OPS_APPROVERS="a,b,c")
+    assert message.startswith(f"{path}:5: attributes.approvals.approvers: 3 approvals required"), message
+    assert "(RUNTIME_OPS_REQUIRED_APPROVALS)" in message and "alice, bob (approvals.approvers)" in message
+
+
+def test_escalation_that_would_come_after_expiry_fails_at_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the default escalation (4h) a request that expires after 1h could never open."""
+    monkeypatch.delenv("RUNTIME_OPS_ESCALATE_AFTER", raising=False)
+    path = declare(tmp_path, "alpha", HEADER + "  approvals:\n    expire_after: 1h\n")
+    message = _load_error(tmp_path, monkeypatch)
+    assert message.startswith(f"{path}:5: attributes.approvals.expire_after: the last escalation tier"), message
+    assert "RUNTIME_OPS_ESCALATE_AFTER" in message and "escalate_after: off" in message

@@ -1,8 +1,14 @@
 """`GET /healthz` (the process answers) and `GET /readyz` (and its state store does, and every pipeline's serving
-index is loaded: `runtime_ops.api.searchers`)."""
+index is loaded: `runtime_ops.api.searchers`).
+
+Both are anonymous: they say whether the store is ready, unreachable, damaged or otherwise unavailable, and which
+pipelines still warm up, and nothing else (no file, host, user or database name, no driver message). What is wrong
+and the fix go to the log, redacted.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Annotated
 
@@ -16,6 +22,7 @@ from runtime_ops.store import StateStore, integrity
 from runtime_ops.store.migrate import head_revision
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("runtime_ops.api.health")
 
 
 @router.get("/healthz")
@@ -23,41 +30,65 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-# The integrity check reads the whole SQLite file: at most once this often, not on every probe.
+# The integrity check reads the whole SQLite file: at most once this often, not on every probe. A problem is logged
+# as often at most, and at once when it changes.
 CHECK_EVERY_S = 30.0
-_checked: dict[str, tuple[float, str | None]] = {}  # store URL -> (when, problem)
+_checked: dict[str, tuple[float, integrity.StateStoreError | None]] = {}  # store URL -> (when, problem)
+_logged: dict[str, tuple[float, str]] = {}  # store URL -> (when, message)
 
 
-def _damage(store: StateStore) -> str | None:
-    url = str(store.engine.url)
-    at, problem = _checked.get(url, (float("-inf"), None))
+def _problem(store: StateStore) -> integrity.StateStoreError | None:
+    key = str(store.engine.url)  # the password masked
+    at, problem = _checked.get(key, (float("-inf"), None))
     if time.monotonic() - at >= CHECK_EVERY_S:
         try:
             integrity.check(store.engine, head_revision())
             problem = None
-        except integrity.StateDamaged as exc:
-            problem = str(exc)
-        _checked[url] = (time.monotonic(), problem)
+        except integrity.StateStoreError as exc:
+            problem = exc
+        _checked[key] = (time.monotonic(), problem)
     return problem
+
+
+def _log_once_in_a_while(store: StateStore, message: str) -> None:
+    key = str(store.engine.url)
+    at, last = _logged.get(key, (float("-inf"), ""))
+    if message != last or time.monotonic() - at >= CHECK_EVERY_S:
+        log.warning("readyz: not ready: %s", message)
+        _logged[key] = (time.monotonic(), message)
+
+
+def _not_ready(store: StateStore, problem: integrity.StateStoreError) -> JSONResponse:
+    _log_once_in_a_while(store, str(problem))
+    if isinstance(problem, integrity.StateUnreachable):
+        status = "unreachable"
+    elif isinstance(problem, integrity.StateDamaged):
+        status = "damaged"
+    else:
+        status = "unavailable"
+    return JSONResponse({"status": status, "error": f"state store {status}; the ops API's log says why"}, 503)
 
 
 @router.get("/readyz")
 def readyz(store: StoreDep, warmup: Annotated[ServingWarmup, Depends(get_warmup)]) -> JSONResponse:
     """Ready when the state store answers and is whole (quick_check and schema revision, every 30 s) and every
-    pipeline's serving index is loaded (or it has none yet, which the body says). A damaged store is named with its
-    fix, so the probe's failure says what to do."""
+    pipeline's serving index is loaded (or it has none yet, which the body says)."""
     try:
         with store.tx() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as exc:
         _checked.pop(str(store.engine.url), None)  # a failing store is checked now, not in 30 s
-        problem = _damage(store)
+        problem = _problem(store)
         if problem:
-            return JSONResponse({"status": "damaged", "error": problem}, 503)
-        return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, 503)
-    problem = _damage(store)
+            return _not_ready(store, problem)
+        # The check passed just after the probe failed: a passing blip (a dropped connection, a busy database).
+        _log_once_in_a_while(store, f"the state store failed a probe ({type(exc).__name__}: {exc})")
+        return JSONResponse(
+            {"status": "unavailable", "error": "state store unavailable; the ops API's log says why"}, 503
+        )
+    problem = _problem(store)
     if problem:
-        return JSONResponse({"status": "damaged", "error": problem}, 503)
+        return _not_ready(store, problem)
     left = warmup.left()
     if left:
         return JSONResponse({"status": f"warming up: {', '.join(left)}"}, 503)
