@@ -9,8 +9,6 @@ run_recovery_sensor mark such runs failed (recovery/orphans.py) and run retries 
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -22,7 +20,8 @@ import httpx
 import pytest
 from dagster._core.storage.tags import AUTOMATION_CONDITION_TAG
 
-from runtime_ops.demo import CORPUS_DIR, copy_corpus
+from runtime_ops.demo import corpus_keys, land_corpus
+from runtime_ops.landing import LocalLandingSource
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.dev_process import Dev
@@ -123,15 +122,7 @@ def test_sigkill_of_dev_during_each_run_kind_then_restart_finishes_with_no_perso
         _report(capsys, "SIGKILL of runtime-ops dev during train_job", time.monotonic() - restarted)
 
         # 3. During the serving automation run that follows the rest of the corpus.
-        rest = sorted(set(p.relative_to(CORPUS_DIR) for p in CORPUS_DIR.rglob("*") if p.is_file()))
-        staged = tmp_path / "rest"
-        copy_corpus(staged)
-        for rel in rest:
-            if not (landing / rel).exists():
-                (landing / rel).parent.mkdir(parents=True, exist_ok=True)
-                part = (landing / rel).with_name(f".{rel.name}.part")  # the landing scan skips dot-files
-                shutil.copyfile(staged / rel, part)
-                os.replace(part, landing / rel)
+        land_corpus(LocalLandingSource(landing), only_missing=True)
         serving = _mid_run(
             instance,
             lambda r: r.tags.get(AUTOMATION_CONDITION_TAG) == "true" and EMBEDDINGS in (r.asset_selection or ()),
@@ -152,7 +143,7 @@ def test_sigkill_of_dev_during_each_run_kind_then_restart_finishes_with_no_perso
         keys = store.documents.current_keys_between(None, None, source=str(landing))
         assert len(keys) == len(set(keys))
         quarantined = store.documents.document_counts().get("quarantined", 0)
-        assert len(keys) + quarantined == len(rest)
+        assert len(keys) + quarantined == len(corpus_keys())
         promoted = Counter(e["detail"]["version"] for e in store.audit_log.records() if e["event"] == "promoted")
         assert promoted and all(n == 1 for n in promoted.values()), promoted
         index = store.indexes.current_index()

@@ -91,15 +91,17 @@ def _dev(args: argparse.Namespace) -> int:
     instance.record("dev")  # `runtime-ops` run from another folder finds this instance, with these pipelines
     demo = load_specs(settings).get("demo")  # a folder of one's own pipelines may have no demo
     if demo is not None and not args.no_seed and not demo.landing.is_s3:
-        from runtime_ops.demo import copy_corpus
+        from runtime_ops.demo import land_corpus
+        from runtime_ops.landing import open_landing
 
-        landing = Path(demo.landing.uri)
-        empty = not landing.exists() or not any(p.is_file() for p in landing.rglob("*"))
-        if empty:
+        landing = open_landing(demo.landing.uri)
+        if not next(landing.iter_pages(page_size=1), []):  # an empty landing: the first start
             # Most of the corpus now, the rest with `runtime-ops demo seed`: that second batch trains a new
             # candidate and shows the gate at work.
-            copied = copy_corpus(landing, subset=0.7)
-            print(f"seeded {len(copied)} demo documents into {landing}; `runtime-ops demo seed` lands the rest")
+            landed = land_corpus(landing, subset=0.7)
+            print(
+                f"seeded {len(landed)} demo documents into {demo.landing.uri}; `runtime-ops demo seed` lands the rest"
+            )
     _fail_orphans(home)
     if asked:  # while preparing: nothing started yet
         return _finish(store, asked, [])

@@ -115,27 +115,20 @@ def cmd_db_upgrade(_: argparse.Namespace) -> int:
 
 def cmd_demo_seed(args: argparse.Namespace) -> int:
     from runtime_ops.components.loading import get_spec
-    from runtime_ops.demo import copy_corpus
+    from runtime_ops.demo import corpus_keys, land_corpus
+    from runtime_ops.landing import LandingError, open_landing
 
     dest = args.dest or get_spec("demo").landing.uri
-    if dest.startswith("s3://"):
-        from runtime_ops.demo import CORPUS_DIR
-        from runtime_ops.landing import open_landing
-
-        source = open_landing(dest, endpoint_url=get_settings().aws_endpoint_url)
-        files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
-        put = [p for p in files if not source.exists(p.relative_to(CORPUS_DIR).as_posix())]
-        for p in put:
-            source.put(p.relative_to(CORPUS_DIR).as_posix(), p.read_bytes())
-        print(f"put {len(put)} demo documents into {dest} ({len(files) - len(put)} were there already)")
-        return 0
     # Only what is not there yet: `make dev` landed 70%, and the rest is the second batch (landing the same files
     # again would only record them as duplicates).
     try:
-        copied = copy_corpus(Path(dest), subset=args.subset, only_missing=True)
-    except OSError as exc:  # the landing folder cannot be made or written
-        raise UserError(f"cannot copy the demo corpus into {dest}: {exc.strerror}; choose a writable folder") from None
-    print(f"copied {len(copied)} demo documents into {dest} (the others were there already)")
+        landed = land_corpus(
+            open_landing(dest, endpoint_url=get_settings().aws_endpoint_url), subset=args.subset, only_missing=True
+        )
+    except (LandingError, OSError) as exc:  # the landing cannot be made or written, or holds a link on the way
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"cannot land the demo corpus in {dest}: {reason}; choose a writable landing") from None
+    print(f"landed {len(landed)} demo documents in {dest} ({len(corpus_keys()) - len(landed)} were there already)")
     return 0
 
 

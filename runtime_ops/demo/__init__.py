@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
+from typing import Protocol
 
 _HERE = Path(__file__).resolve().parent
 CORPUS_DIR: Path = _HERE / "corpus"
@@ -28,40 +26,39 @@ def corpus_keys() -> list[str]:
     )
 
 
-def copy_corpus(dest: Path, *, subset: float | None = None, only_missing: bool = False) -> list[Path]:
-    """Copy the corpus (or a deterministic `subset` fraction of it) into the landing folder `dest`;
-    `only_missing`: only the documents `dest` does not hold yet (`demo seed` after `make dev`'s first 70%: the
-    rest lands, and the documents already there are not landed again as duplicates).
+class Landing(Protocol):
+    """Where the demo lands: any landing source (`runtime_ops.landing`), a folder or an S3 prefix alike, so the
+    demo writes through the same confined, atomic `put` as every other writer of a landing."""
 
-    Each file appears atomically: it is written under a dot-name in its destination folder and then renamed,
-    because a landing sensor may be scanning while we copy and must never pick up half a file (the scanner
-    ignores dot-files). Files get a fresh modification time, so they look newly landed to a sensor that
-    tracks mtimes. Returns the destination paths, sorted by key.
-    """
+    def exists(self, key: str) -> bool: ...
+
+    def put(self, key: str, data: bytes) -> object: ...
+
+
+def corpus_subset(subset: float | None = None) -> list[str]:
+    """The corpus keys, or a deterministic `subset` fraction of them (at least one), sorted."""
     keys = corpus_keys()
-    if subset is not None:
-        if not 0 < subset <= 1:
-            raise ValueError(f"subset must be a fraction in (0, 1], got {subset}")
-        # Rank by a hash of the key rather than taking the first N, so a subset spans folders and formats,
-        # and the same fraction always picks the same files.
-        count = max(1, math.ceil(len(keys) * subset))
-        keys = sorted(sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())[:count])
+    if subset is None:
+        return keys
+    if not 0 < subset <= 1:
+        raise ValueError(f"subset must be a fraction in (0, 1], got {subset}")
+    # Rank by a hash of the key rather than taking the first N, so a subset spans folders and formats, and the
+    # same fraction always picks the same files.
+    count = max(1, math.ceil(len(keys) * subset))
+    return sorted(sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())[:count])
 
-    written: list[Path] = []
-    for key in keys:
-        target = dest.joinpath(*key.split("/"))
-        if only_missing and target.exists():
+
+def land_corpus(landing: Landing, *, subset: float | None = None, only_missing: bool = False) -> list[str]:
+    """Land the corpus (or a `subset` fraction of it) in `landing`; returns the keys landed, sorted.
+
+    `only_missing`: only the documents the landing does not hold yet (`demo seed` after `make dev`'s first 70%:
+    the rest lands, and the documents already there are not landed again as duplicates). Each document appears
+    whole (the landing's `put` is atomic) with a fresh version, so a sensor scanning meanwhile sees it once.
+    """
+    landed: list[str] = []
+    for key in corpus_subset(subset):
+        if only_missing and landing.exists(key):
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as out, (CORPUS_DIR / key).open("rb") as src:
-                shutil.copyfileobj(src, out)
-            # mkstemp creates the file owner-only; landed files must stay readable by other services.
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, target)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        written.append(target)
-    return written
+        landing.put(key, (CORPUS_DIR / key).read_bytes())
+        landed.append(key)
+    return landed

@@ -12,11 +12,11 @@ from typing import cast
 
 import pytest
 
-from runtime_ops import demo
-from runtime_ops.demo import CORPUS_DIR, GOLDEN_SET, QUESTIONS, copy_corpus, corpus_keys
+from runtime_ops.demo import CORPUS_DIR, GOLDEN_SET, QUESTIONS, corpus_keys, corpus_subset, land_corpus
 from runtime_ops.demo.build_corpus import CORPUS
 from runtime_ops.demo.pdf import minimal_pdf
 from runtime_ops.documents.parsing import parse_document
+from runtime_ops.landing import LocalLandingSource, UnsafePath
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 KEYS = corpus_keys()
@@ -117,79 +117,61 @@ def test_example_questions() -> None:
     assert all(line.strip() == line and line.endswith("?") for line in lines)
 
 
-# --- copy_corpus ---------------------------------------------------------------------------------------
+# --- land_corpus ---------------------------------------------------------------------------------------
 
 
-def test_copy_corpus_copies_everything_byte_for_byte(tmp_path: Path) -> None:
-    written = copy_corpus(tmp_path / "landing")
-    assert written == sorted((tmp_path / "landing").joinpath(*k.split("/")) for k in KEYS)
-    for key, path in zip(KEYS, written, strict=True):
+def test_land_corpus_lands_everything_byte_for_byte(tmp_path: Path) -> None:
+    landed = land_corpus(LocalLandingSource(tmp_path / "landing"))
+    assert landed == KEYS
+    for key in KEYS:
+        path = (tmp_path / "landing").joinpath(*key.split("/"))
         assert path.read_bytes() == (CORPUS_DIR / key).read_bytes()
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
-    leftovers = [p for p in (tmp_path / "landing").rglob(".*")]
-    assert leftovers == []
+    assert [p for p in (tmp_path / "landing").rglob(".*")] == []  # no temp file left behind
 
 
-def test_copy_corpus_overwrites_existing_files(tmp_path: Path) -> None:
+def test_land_corpus_overwrites_existing_files(tmp_path: Path) -> None:
     target = tmp_path.joinpath(*KEYS[0].split("/"))
     target.parent.mkdir(parents=True)
     target.write_bytes(b"stale")
-    copy_corpus(tmp_path)
+    land_corpus(LocalLandingSource(tmp_path))
     assert target.read_bytes() == (CORPUS_DIR / KEYS[0]).read_bytes()
 
 
-def test_copy_corpus_only_missing_lands_the_rest_once(tmp_path: Path) -> None:
-    first = copy_corpus(tmp_path, subset=0.7)
-    before = {p: p.stat().st_mtime_ns for p in first}
-    rest = copy_corpus(tmp_path, only_missing=True)
+def test_land_corpus_only_missing_lands_the_rest_once(tmp_path: Path) -> None:
+    landing = LocalLandingSource(tmp_path)
+    first = land_corpus(landing, subset=0.7)
+    before = {k: tmp_path.joinpath(k).stat().st_mtime_ns for k in first}
+    rest = land_corpus(landing, only_missing=True)
     assert len(first) + len(rest) == len(KEYS) and not set(first) & set(rest)
-    assert {p: p.stat().st_mtime_ns for p in first} == before, "documents already landed are not touched again"
-    assert copy_corpus(tmp_path, only_missing=True) == []
+    assert {k: tmp_path.joinpath(k).stat().st_mtime_ns for k in first} == before, "landed documents are not touched"
+    assert land_corpus(landing, only_missing=True) == []
 
 
-def test_copy_corpus_subset_is_deterministic_and_spread(tmp_path: Path) -> None:
-    first = copy_corpus(tmp_path / "a", subset=0.25)
-    second = copy_corpus(tmp_path / "b", subset=0.25)
+def test_corpus_subset_is_deterministic_and_spread() -> None:
+    first = corpus_subset(0.25)
+    assert first == corpus_subset(0.25)
     assert len(first) == -(-len(KEYS) // 4)
-    assert [p.relative_to(tmp_path / "a") for p in first] == [p.relative_to(tmp_path / "b") for p in second]
-    assert len({p.parent.name for p in first}) >= 5  # not just the first folder alphabetically
-    assert len(copy_corpus(tmp_path / "c", subset=0.0001)) == 1
+    assert len({key.rsplit("/", 2)[-2] for key in first}) >= 5  # not just the first folder alphabetically
+    assert len(corpus_subset(0.0001)) == 1
 
 
 @pytest.mark.parametrize("subset", [0, -0.5, 1.5])
-def test_copy_corpus_rejects_bad_subsets(tmp_path: Path, subset: float) -> None:
+def test_corpus_subset_rejects_bad_fractions(subset: float) -> None:
     with pytest.raises(ValueError, match="subset must be a fraction in \\(0, 1\\]"):
-        copy_corpus(tmp_path, subset=subset)
+        corpus_subset(subset)
 
 
-def test_copy_corpus_publishes_each_file_by_renaming_a_dot_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    renames: list[tuple[Path, Path]] = []
-    real_replace = os.replace
-
-    def spy(src: str, dst: Path) -> None:
-        src_path = Path(src)
-        renames.append((src_path, Path(dst)))
-        assert src_path.exists() and not Path(dst).exists()  # fully written before it becomes visible
-        real_replace(src, dst)
-
-    monkeypatch.setattr(demo.os, "replace", spy)
-    written = copy_corpus(tmp_path, subset=0.1)
-    assert [dst for _, dst in renames] == written
-    for src, dst in renames:
-        assert src.parent == dst.parent  # same directory, so the rename is atomic
-        assert src.name.startswith(".")  # invisible to the landing scanner until renamed
-
-
-def test_copy_corpus_cleans_up_after_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(src: str, dst: Path) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(demo.os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
-        copy_corpus(tmp_path)
-    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+def test_land_corpus_never_writes_through_a_link_in_the_landing(tmp_path: Path) -> None:
+    """The demo lands through the landing's own confined writes: a folder link inside the landing (to a folder
+    outside it) is refused, and nothing appears outside."""
+    outside, landing = tmp_path / "outside", tmp_path / "landing"
+    outside.mkdir()
+    landing.mkdir()
+    (landing / KEYS[0].split("/")[0]).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePath):
+        land_corpus(LocalLandingSource(landing))
+    assert list(outside.rglob("*")) == []
 
 
 # --- minimal_pdf ---------------------------------------------------------------------------------------
