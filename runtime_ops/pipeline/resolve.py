@@ -12,6 +12,7 @@ from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
     BackfillSpec,
+    ChunkingSpec,
     EmbedderSpec,
     EvaluationSpec,
     GateSpec,
@@ -90,6 +91,7 @@ def _embedder(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
             concurrency=o.concurrency,
             timeout_s=o.timeout_s,
             send_dimensions=o.send_dimensions,
+            max_input_tokens=o.max_input_tokens,
         )
     sentence = None
     if e.kind == "sentence_transformers" or e.sentence_transformers is not None:
@@ -183,6 +185,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             ),
         ),
         embedder=_embedder(attrs, base_dir),
+        chunking=ChunkingSpec(max_tokens=attrs.chunking.max_tokens, overlap_tokens=attrs.chunking.overlap_tokens),
         golden_set=_relative(base_dir, attrs.evaluation.golden_set) or settings.resolved_golden_set,
         gate=GateSpec(
             primary_metric=_first(attrs.gate.primary_metric, settings.primary_metric),
