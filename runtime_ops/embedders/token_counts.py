@@ -97,7 +97,7 @@ def tokenizer_digest(directory: Path) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _tokenizer(directory: Path) -> Tokenizer | Any:
+def _tokenizer(directory: Path) -> Tokenizer | Any:  # Any: transformers' tokenizer, typed loosely there
     path = directory / "tokenizer.json"
     if path.is_file():
         from tokenizers import Tokenizer
@@ -118,7 +118,7 @@ def _tokenizer(directory: Path) -> Tokenizer | Any:
 
 def tokenizer_counter(directory: Path) -> Count:
     """Tokens the model in `directory` makes of a text, its special tokens included (no truncation)."""
-    tokenizer = _tokenizer(directory)
+    tokenizer: Any = _tokenizer(directory)
     if hasattr(tokenizer, "encode_batch"):  # tokenizers.Tokenizer
 
         def count(text: str) -> int:
@@ -126,7 +126,7 @@ def tokenizer_counter(directory: Path) -> Count:
 
         return count
 
-    def count_slow(text: str) -> int:
+    def count_slow(text: str) -> int:  # transformers' slow tokenizer
         return len(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
 
     return count_slow
