@@ -384,7 +384,7 @@ def test_migrations_0010_and_0011_over_a_0009_database_with_data(db_url: str) ->
             {"t": at},
         )
     upgrade(engine)
-    assert current_revision(engine) == head_revision() == "0015"
+    assert current_revision(engine) == head_revision() == "0017"
     store = StateStore(engine, pipeline="alpha")
     assert [r["reason"] for r in store.retraining.retrain_requests()] == ["why not"]
     with engine.begin() as conn:

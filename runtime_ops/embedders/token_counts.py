@@ -22,6 +22,7 @@ from runtime_ops.pipeline.chunking import (
     ESTIMATE_MEASURE,
     LEGACY,
     TOKENIZER,
+    ChunkingError,
     ChunkingProfile,
     estimate_tokens,
     limits,
@@ -151,6 +152,26 @@ def declared_profile(embedder: EmbedderSpec, chunking: ChunkingSpec) -> Chunking
         return LEGACY
     most, overlap = limits(embedder.kind, None, chunking.max_tokens, chunking.overlap_tokens)
     return ChunkingProfile(ESTIMATE_MEASURE, most, overlap)
+
+
+def check_chunking(embedder: EmbedderSpec, chunking: ChunkingSpec) -> ChunkingError | None:
+    """What is wrong with a pipeline's chunk settings for its embedder, checked when the code location loads (None:
+    nothing, or a model that is not on this host: its window is checked when a run resolves it)."""
+    window: int | None = None
+    name = ""
+    if embedder.kind == "sentence_transformers":
+        name = (embedder.sentence_transformers or SentenceTransformerSpec()).model
+        try:
+            window = model_window(model_directory(name))
+        except ValueError:
+            return None
+    elif embedder.kind == "openai" and embedder.openai is not None:
+        window, name = embedder.openai.max_input_tokens, embedder.openai.model
+    try:
+        limits(embedder.kind, window, chunking.max_tokens, chunking.overlap_tokens, model=name)
+    except ChunkingError as exc:
+        return exc
+    return None
 
 
 def counter_for(profile: ChunkingProfile) -> Count:

@@ -103,11 +103,20 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // ESTIMATE_BYTES_PER_TOKEN)
 
 
+class ChunkingError(ValueError):
+    """Chunk settings the embedder cannot read; `field` is the setting at fault (max_tokens or overlap_tokens)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"chunking.{field}: {message}")
+        self.field = field
+        self.message = message
+
+
 def limits(
     kind: str, window: int | None, max_tokens: int | None, overlap_tokens: int | None, *, model: str = ""
 ) -> tuple[int, int]:
     """(max_tokens, overlap_tokens) of an embedder of `kind` whose window is `window` (None: none), from what a
-    pipeline declares (None: the default); ValueError naming the field, the window and the fix."""
+    pipeline declares (None: the default); ChunkingError naming the field, the window and the fix."""
     if max_tokens is None:
         if kind == "sentence_transformers" and window is not None:
             max_tokens = window
@@ -116,18 +125,19 @@ def limits(
         else:
             max_tokens = LSA_DEFAULT_TOKENS
     if max_tokens < MIN_TOKENS:
-        raise ValueError(f"chunking.max_tokens: {max_tokens} is below the minimum of {MIN_TOKENS}")
+        raise ChunkingError("max_tokens", f"{max_tokens} is below the minimum of {MIN_TOKENS}")
     if window is not None and max_tokens > window:
         what = f"{model} reads" if model else "the model reads"
-        raise ValueError(
-            f"chunking.max_tokens: {max_tokens} is above the window of the embedder ({what} at most {window} "
-            f"tokens, special tokens included; the rest of a longer chunk would never be embedded); set it to at "
-            f"most {window} or leave it out"
+        raise ChunkingError(
+            "max_tokens",
+            f"{max_tokens} is above the window of the embedder ({what} at most {window} tokens, special tokens "
+            f"included; the rest of a longer chunk would never be embedded); set it to at most {window} or leave "
+            "it out",
         )
     if overlap_tokens is None:
         overlap_tokens = max_tokens // 8
     if not 0 <= overlap_tokens < max_tokens:
-        raise ValueError(
-            f"chunking.overlap_tokens: {overlap_tokens} must be at least 0 and below max_tokens ({max_tokens})"
+        raise ChunkingError(
+            "overlap_tokens", f"{overlap_tokens} must be at least 0 and below max_tokens ({max_tokens})"
         )
     return max_tokens, overlap_tokens

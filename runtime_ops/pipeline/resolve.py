@@ -76,7 +76,8 @@ def landing_uri(value: str | None, settings: Settings) -> str:
     return str(Path(uri).expanduser()) if uri and not uri.startswith("s3://") else (uri or settings.resolved_landing)
 
 
-def _embedder(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
+def embedder_spec(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
+    """The embedder a pipeline declares (a model folder relative to its defs.yaml resolved)."""
     e = attrs.embedder
     openai = None
     if e.openai is not None:
@@ -184,7 +185,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
                 parse_duration(landing.reconcile_every) if landing.reconcile_every else settings.reconcile_every
             ),
         ),
-        embedder=_embedder(attrs, base_dir),
+        embedder=embedder_spec(attrs, base_dir),
         chunking=ChunkingSpec(max_tokens=attrs.chunking.max_tokens, overlap_tokens=attrs.chunking.overlap_tokens),
         golden_set=_relative(base_dir, attrs.evaluation.golden_set) or settings.resolved_golden_set,
         gate=GateSpec(
