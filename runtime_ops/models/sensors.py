@@ -76,7 +76,7 @@ def chunking_switch(store: StateStore, spec: PipelineSpec, latest: dict[str, Any
         return None
     declared = declared_profile(spec.embedder, spec.chunking)
     current = store.profiles.get(store.profiles.of_model(int(latest["version"])))
-    if declared == current:
+    if declared.digest == current.digest:
         return None
     return f"the chunking changed from {current.describe()} to {declared.describe()}"
 
