@@ -21,12 +21,6 @@ if TYPE_CHECKING:  # numpy is imported where embeddings are written: loading the
 _E, _C, _D, _M = t.chunk_embeddings, t.chunks, t.documents, t.model_versions
 
 
-def _of_model(model_version: int) -> ColumnElement[bool]:
-    """Chunks of the profile `model_version` reads."""
-    profile = select(_M.c.chunking_profile_id).where(_M.c.version == model_version).scalar_subquery()
-    return _C.c.profile_id == profile
-
-
 @dataclass(frozen=True)
 class Shard:
     """Shard `index` of `count`: the chunks whose id is `index` modulo `count`. Shards split a model version's
@@ -51,6 +45,11 @@ def _in_shard(shard: Shard | None) -> ColumnElement[bool]:
 
 
 class Embeddings(Repository):
+    def _of_model(self, model_version: int) -> ColumnElement[bool]:
+        """Chunks of the profile `model_version` (of the scope's pipeline) reads."""
+        model = and_(_M.c.version == model_version, self.owned(_M))
+        return _C.c.profile_id == select(_M.c.chunking_profile_id).where(model).scalar_subquery()
+
     def chunks_missing_embeddings(
         self, model_version: int, limit: int, *, after: int = 0, shard: Shard | None = None
     ) -> list[tuple[int, str]]:
@@ -69,7 +68,7 @@ class Embeddings(Repository):
                         _C.c.id > after,
                         self.owned(_D),
                         _in_shard(shard),
-                        _of_model(model_version),
+                        self._of_model(model_version),
                     )
                 )
                 .order_by(_C.c.id)
@@ -93,7 +92,7 @@ class Embeddings(Repository):
 
     def embedding_counts(self, model_version: int, *, shard: Shard | None = None) -> dict[str, int]:
         """How many current chunks there are and how many have a vector for `model_version` (of `shard` only)."""
-        current = and_(_D.c.status == "ok", self.owned(_D), _in_shard(shard), _of_model(model_version))
+        current = and_(_D.c.status == "ok", self.owned(_D), _in_shard(shard), self._of_model(model_version))
         with self.tx() as conn:
             total = conn.execute(
                 select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id)).where(current)
@@ -122,7 +121,7 @@ class Embeddings(Repository):
                         _E.c.chunk_id > last,
                         self.owned(_D),
                         _in_shard(shard),
-                        _of_model(model_version),
+                        self._of_model(model_version),
                     )
                 )
                 .order_by(_E.c.chunk_id)
@@ -149,7 +148,7 @@ class Embeddings(Repository):
                 select(_C.c.id, _D.c.key, _C.c.text, _E.c.vector)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D), _of_model(model_version)))
+                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D), self._of_model(model_version)))
                 .order_by(_C.c.id)
                 .limit(batch_size)
             )
@@ -182,7 +181,7 @@ class Embeddings(Repository):
                         _C.c.document_id.in_(list(document_ids)),
                         _D.c.status == "ok",
                         self.owned(_D),
-                        _of_model(model_version),
+                        self._of_model(model_version),
                     )
                 )
                 .order_by(_C.c.id)
