@@ -128,6 +128,7 @@ def check_file(path: Path) -> DeclaredPipeline | None:
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"{path}:{_line_of(tree, ['attributes', *loc])}: {field}: {msg}")
         raise PipelineConfigError("\n".join(lines)) from None  # a line per mistake, each naming file, line and field
+    _check_chunking(model, path, tree)
     return DeclaredPipeline(
         name=model.name,
         path=path,
@@ -135,6 +136,19 @@ def check_file(path: Path) -> DeclaredPipeline | None:
         landing=None if _templated(attrs.get("landing", {}).get("uri")) else model.landing.uri,
         tree=tree,
     )
+
+
+def _check_chunking(model: PipelineAttributes, path: Path, tree: Any) -> None:
+    """Chunks longer than the embedder's window would be cut before embedding: refused at load."""
+    from runtime_ops.embedders.token_counts import check_chunking
+    from runtime_ops.pipeline.resolve import embedder_spec
+    from runtime_ops.pipeline.spec import ChunkingSpec
+
+    declared = ChunkingSpec(model.chunking.max_tokens, model.chunking.overlap_tokens)
+    problem = check_chunking(embedder_spec(model, path.parent), declared)
+    if problem is not None:
+        line = _line_of(tree, ["attributes", "chunking", problem.field])
+        raise PipelineConfigError(f"{path}:{line}: attributes.chunking.{problem.field}: {problem.message}")
 
 
 def check_folder(folder: Path) -> list[DeclaredPipeline]:

@@ -5,7 +5,7 @@ from collections import Counter
 
 import dagster as dg
 
-from runtime_ops.documents.chunking import chunk_text
+from runtime_ops.documents.chunk_profiles import chunker, profiles_in_use
 from runtime_ops.documents.parsing import QuarantineError, parse_document
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.faults import failpoint
@@ -112,17 +112,23 @@ def parse_batch(
     )
 
 
-def chunk_batch(context: dg.AssetExecutionContext, store: StateStore) -> dg.MaterializeResult:
+def chunk_batch(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
+    """Cut the batch's parsed documents for every chunking profile in use: the declared one (what the next
+    candidate reads) and production's, the candidate's and rollback targets' where they cut differently."""
     batch_id = context.partition_key
     docs = store.documents.parsed_documents(batch_id)
-    n_chunks = 0
+    profiles = profiles_in_use(store, spec)
+    cutters = {pid: chunker(profile) for pid, profile in profiles.items()}
+    declared = next(iter(profiles))
+    counts = dict.fromkeys(profiles, 0)
     stale = 0
     progress = Every(_PROGRESS_SECONDS)
     for i, doc in enumerate(docs, 1):
-        pieces = chunk_text(doc["text"] or "")
+        pieces = {pid: cut(doc["text"] or "") for pid, cut in cutters.items()}
         if store.documents.store_chunks(doc["id"], pieces) == "superseded":
             stale += 1
-        n_chunks += len(pieces)
+        for pid, texts in pieces.items():
+            counts[pid] += len(texts)
         if progress.due():
             context.log.info(f"chunked {i}/{len(docs)} documents of batch {batch_id}")
     store.ledger.mark_batch(batch_id, "ingested", run_id=context.run_id)
@@ -130,7 +136,11 @@ def chunk_batch(context: dg.AssetExecutionContext, store: StateStore) -> dg.Mate
         metadata={
             "batch_id": batch_id,
             "documents": dg.MetadataValue.int(len(docs)),
-            "chunks": dg.MetadataValue.int(n_chunks),
+            "chunks": dg.MetadataValue.int(counts[declared]),
+            "chunking": profiles[declared].describe(),
+            "chunks_by_profile": dg.MetadataValue.md(
+                "\n".join(f"- {profiles[pid].describe()}: {n} chunks" for pid, n in counts.items())
+            ),
             "superseded_on_arrival": dg.MetadataValue.int(stale),
             "corpus_revision": dg.MetadataValue.int(store.ledger.corpus_revision()),
         }
@@ -172,11 +182,12 @@ def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
         kinds={"python"},
         tags={"domain": "documents"},
         retry_policy=IO_RETRY,
-        description="Parsed documents of one batch split into overlapping chunks; a new version of a key "
-        "replaces the old one atomically.",
+        description="Parsed documents of one batch split into overlapping chunks that fit the embedder's window "
+        "(counted with its tokenizer), once per chunking profile in use (production's and a candidate's that cuts "
+        "differently); a new version of a key replaces the old one atomically.",
     )
     @observed
     def document_chunks(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-        return chunk_batch(context, state.store().scoped(spec.name))
+        return chunk_batch(context, state.store().scoped(spec.name), spec)
 
     return [raw_documents, document_chunks]

@@ -1,4 +1,5 @@
-"""One parser per format (text, markdown, HTML, JSON, JSONL, PDF): raw bytes -> (title or None, text) (pure)."""
+"""One parser per format (text, markdown, JSON, JSONL, PDF; HTML: `documents.html`): raw bytes -> (title or None,
+text) (pure)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import io
 import json
 import re
 from collections.abc import Iterable
-from html.parser import HTMLParser
 from typing import Any
 
-from runtime_ops.documents.decoding import QuarantineError, clean_title, decode_text, describe, first_line_title
+from runtime_ops.documents.decoding import QuarantineError, decode_text, describe, first_line_title
 
 # --- formats -----------------------------------------------------------------------------------------
 
@@ -53,122 +53,6 @@ def _markdown_title(text: str) -> str:
 def _strip_inline_markdown(s: str) -> str:
     s = _MD_LINK.sub(r"\1", s)
     return s.replace("`", "").replace("**", "").replace("__", "").strip()
-
-
-class _HTMLText(HTMLParser):
-    """Visible text of an HTML page, with block elements turned into paragraph breaks."""
-
-    _SKIP = frozenset(("script", "style", "head", "noscript", "template", "svg"))
-    _LINE = frozenset(("br", "li", "tr", "dt", "dd", "option"))
-    _BLOCK = frozenset(
-        (
-            "p",
-            "div",
-            "section",
-            "article",
-            "header",
-            "footer",
-            "nav",
-            "aside",
-            "main",
-            "h1",
-            "h2",
-            "h3",
-            "h4",
-            "h5",
-            "h6",
-            "ul",
-            "ol",
-            "dl",
-            "table",
-            "thead",
-            "tbody",
-            "blockquote",
-            "pre",
-            "figure",
-            "figcaption",
-            "hr",
-            "form",
-            "fieldset",
-            "address",
-            "details",
-            "summary",
-            "body",
-        )
-    )
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skipping: list[str] = []
-        self._pre = 0
-        self._title: list[str] | None = None
-        self.title: str | None = None
-        self._h1: list[str] | None = None
-        self.h1: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "body" and "head" in self._skipping:
-            self._skipping.remove("head")  # <head> is often left unclosed; <body> ends it regardless
-        if tag == "title" and self.title is None and "svg" not in self._skipping:
-            self._title = []
-        elif tag in self._SKIP:
-            self._skipping.append(tag)
-        elif tag == "h1" and self.h1 is None:
-            self._h1 = []
-        if tag == "pre":
-            self._pre += 1
-        self._break(tag, opening=True)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title" and self._title is not None:
-            self.title = "".join(self._title)
-            self._title = None
-        elif tag in self._SKIP and tag in self._skipping:
-            # Pop back to the matching element so one stray end tag cannot hide the rest of the page.
-            while self._skipping and self._skipping.pop() != tag:
-                pass
-        elif tag == "h1" and self._h1 is not None:
-            self.h1 = "".join(self._h1)
-            self._h1 = None
-        if tag == "pre" and self._pre:
-            self._pre -= 1
-        self._break(tag, opening=False)
-
-    def handle_data(self, data: str) -> None:
-        if self._title is not None:
-            self._title.append(data)
-            return
-        if self._skipping:
-            return
-        if not self._pre:
-            data = re.sub(r"\s+", " ", data)  # source line breaks are not visible breaks outside <pre>
-        if self._h1 is not None:
-            self._h1.append(data)
-        self.parts.append(data)
-
-    def _break(self, tag: str, *, opening: bool) -> None:
-        if self._skipping:
-            return
-        if tag in self._BLOCK:
-            self.parts.append("\n\n")
-        # Line-level elements break only where they start: "</li><li>" is one line break, not a paragraph.
-        elif opening and tag in self._LINE:
-            self.parts.append("\n")
-        elif opening and tag in ("td", "th"):
-            self.parts.append(" ")
-
-
-def parse_html(data: bytes) -> tuple[str | None, str]:
-    source = decode_text(data, "HTML")
-    extractor = _HTMLText()
-    try:
-        extractor.feed(source)
-        extractor.close()
-    except Exception as exc:  # html.parser is lenient, but assertion errors on odd markup are possible
-        raise QuarantineError("corrupt", f"corrupt HTML: {exc}") from None
-    title = clean_title(extractor.title) or clean_title(extractor.h1) or None
-    return title, "".join(extractor.parts)
 
 
 _TEXT_FIELDS = ("text", "body", "content", "abstract")

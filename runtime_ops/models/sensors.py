@@ -67,6 +67,26 @@ def embedder_switch(spec: EmbedderSpec, latest: dict[str, Any] | None) -> str | 
     return None
 
 
+def chunking_switch(store: StateStore, spec: PipelineSpec, latest: dict[str, Any] | None) -> str | None:
+    """What the declared chunking changed from the newest model's (None: the same, or no model yet): a new window
+    or new chunk settings are a new candidate, like a new embedder."""
+    from runtime_ops.embedders.token_counts import declared_profile
+
+    if latest is None:
+        return None
+    declared = declared_profile(spec.embedder, spec.chunking)
+    current = store.profiles.get(store.profiles.of_model(int(latest["version"])))
+    if declared.digest == current.digest:
+        return None
+    return f"the chunking changed from {current.describe()} to {declared.describe()}"
+
+
+def declared_digest(spec: PipelineSpec) -> str:
+    from runtime_ops.embedders.token_counts import declared_profile
+
+    return declared_profile(spec.embedder, spec.chunking).digest
+
+
 def retrain_facts(store: StateStore, policy: RetrainPolicy) -> RetrainFacts:
     """What the retrain policy decides on, read from a pipeline-scoped store."""
     revision = store.ledger.corpus_revision()
@@ -90,7 +110,10 @@ def retrain_facts(store: StateStore, policy: RetrainPolicy) -> RetrainFacts:
     )
     return RetrainFacts(
         model=model,
-        chunks=store.documents.current_chunk_count(),
+        # Growth is measured in the chunks the newest model reads (another profile cuts the same corpus otherwise).
+        chunks=store.documents.current_chunk_count(
+            profile=store.profiles.of_model(model.version) if model is not None else None
+        ),
         corpus_revision=revision,
         drift=drift,
         request=request,
@@ -145,9 +168,9 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
         "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "
-        "a pending retrain request, or a switch of embedder in defs.yaml; each condition once (run key). One "
-        "lifecycle run at a time. New documents reach embeddings and the index with the production model through "
-        "declarative automation; documents deleted at the landing leave the index through an index_job run.",
+        "a pending retrain request, or a switch of embedder or of chunking in defs.yaml; each condition once (run "
+        "key). One lifecycle run at a time. New documents reach embeddings and the index with the production model "
+        "through declarative automation; documents deleted at the landing leave the index through an index_job run.",
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
         store = state.store().scoped(spec.name)
@@ -156,13 +179,25 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         running = active_lifecycle_run(context.instance, spec.name)
         if running:
             return dg.SkipReason(f"waiting for lifecycle run {running} to finish")
-        switched = embedder_switch(spec.embedder, store.registry.latest_model())
+        latest = store.registry.latest_model()
+        switched = embedder_switch(spec.embedder, latest)
         if switched:
             revision = store.ledger.corpus_revision()
             key = f"retrain:embedder:{spec.embedder.kind}:rev{revision}"
             context.log.info(f"retrain (embedder): {switched}; run key {key}")
             return dg.RunRequest(
                 job_name=train_job.name, run_key=key, tags={RETRAIN_TRIGGER_TAG: "embedder", RETRAIN_KEY_TAG: key}
+            )
+        try:
+            rechunked = chunking_switch(store, spec, latest)
+        except ValueError as exc:  # the declared model is not on this host, or a window it cannot read
+            return dg.SkipReason(f"the declared chunking cannot be resolved: {exc}")
+        if rechunked:
+            revision = store.ledger.corpus_revision()
+            key = f"retrain:chunking:{declared_digest(spec)[:16]}:rev{revision}"
+            context.log.info(f"retrain (chunking): {rechunked}; run key {key}")
+            return dg.RunRequest(
+                job_name=train_job.name, run_key=key, tags={RETRAIN_TRIGGER_TAG: "chunking", RETRAIN_KEY_TAG: key}
             )
         policy = retrain_policy(spec.retrain, trainable=spec.embedder.trainable)
         facts = retrain_facts(store, policy)

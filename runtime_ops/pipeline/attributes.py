@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import dagster as dg
 from pydantic import Field, field_validator, model_validator
 
+from runtime_ops.pipeline.chunking_attributes import ChunkingAttributes
 from runtime_ops.pipeline.spec import check_name
 from runtime_ops.settings import parse_duration
 
@@ -96,6 +97,13 @@ class OpenAIEmbedderAttributes(dg.Resolvable, dg.Model):
     timeout_s: float = Field(default=30.0, gt=0, le=600, description="Timeout of one request, in seconds.")
     send_dimensions: bool = Field(
         default=False, description="Send `dimensions` in each request (for models that can shorten their vectors)."
+    )
+    max_input_tokens: int = Field(
+        default=8191,
+        ge=16,
+        le=1_000_000,
+        description="The most tokens the model reads of one input (its window; 8191 for OpenAI's embedding models): "
+        "chunking.max_tokens may not exceed it.",
     )
 
     @field_validator("api_key", mode="before")
@@ -430,6 +438,7 @@ class PipelineAttributes(dg.Model):
     description: str = Field(default="", description="Shown in the Dagster UI on the pipeline's assets.")
     landing: LandingAttributes = Field(default_factory=LandingAttributes)
     embedder: EmbedderAttributes = Field(default_factory=EmbedderAttributes)
+    chunking: ChunkingAttributes = Field(default_factory=ChunkingAttributes)
     evaluation: EvaluationAttributes = Field(default_factory=EvaluationAttributes)
     gate: GateAttributes = Field(default_factory=GateAttributes)
     approvals: ApprovalAttributes = Field(default_factory=ApprovalAttributes)

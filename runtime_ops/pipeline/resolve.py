@@ -15,6 +15,7 @@ from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
     BackfillSpec,
+    ChunkingSpec,
     EmbedderSpec,
     EvaluationSpec,
     GateSpec,
@@ -79,7 +80,8 @@ def landing_uri(value: str | None, settings: Settings) -> str:
     return str(Path(uri).expanduser()) if uri and not uri.startswith("s3://") else (uri or settings.resolved_landing)
 
 
-def _embedder(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
+def embedder_spec(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
+    """The embedder a pipeline declares (a model folder relative to its defs.yaml resolved)."""
     e = attrs.embedder
     openai = None
     if e.openai is not None:
@@ -94,6 +96,7 @@ def _embedder(attrs: PipelineAttributes, base_dir: Path) -> EmbedderSpec:
             concurrency=o.concurrency,
             timeout_s=o.timeout_s,
             send_dimensions=o.send_dimensions,
+            max_input_tokens=o.max_input_tokens,
         )
     sentence = None
     if e.kind == "sentence_transformers" or e.sentence_transformers is not None:
@@ -265,7 +268,8 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
                 parse_duration(landing.reconcile_every) if landing.reconcile_every else settings.reconcile_every
             ),
         ),
-        embedder=_embedder(attrs, base_dir),
+        embedder=embedder_spec(attrs, base_dir),
+        chunking=ChunkingSpec(max_tokens=attrs.chunking.max_tokens, overlap_tokens=attrs.chunking.overlap_tokens),
         golden_set=_relative(base_dir, attrs.evaluation.golden_set) or settings.resolved_golden_set,
         gate=GateSpec(
             primary_metric=_first(attrs.gate.primary_metric, settings.primary_metric),

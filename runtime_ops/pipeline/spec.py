@@ -62,6 +62,7 @@ class OpenAIEmbedderSpec:
     concurrency: int = 4
     timeout_s: float = 30.0
     send_dimensions: bool = False
+    max_input_tokens: int = 8191  # the model's window: chunks are cut to fit it
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,14 @@ class EmbedderSpec:
     @property
     def trainable(self) -> bool:
         return self.kind in TRAINABLE_KINDS
+
+
+@dataclass(frozen=True)
+class ChunkingSpec:
+    """What a pipeline declares of its chunking (None: the embedder's default; see `pipeline.chunking`)."""
+
+    max_tokens: int | None = None
+    overlap_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +231,7 @@ class PipelineSpec:
     alert_rules: Path
     description: str = ""
     embedder: EmbedderSpec = field(default_factory=EmbedderSpec)
+    chunking: ChunkingSpec = field(default_factory=ChunkingSpec)
     gate: GateSpec = field(default_factory=GateSpec)
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     approvals: ApprovalSpec = field(default_factory=ApprovalSpec)

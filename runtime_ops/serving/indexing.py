@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_ops.documents.chunk_profiles import ensure_model_chunks
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.pool import EmbedPool, Pending, workers_for
 from runtime_ops.embedders.registry import load_embedder
@@ -52,6 +53,8 @@ def embed_missing(
     long pass of a single-threaded model embeds a few pages at once in forked processes (`EmbedPool`), pages
     still written in order.
     """
+    # The version reads its own profile's chunks: any current document not cut for it yet is cut first.
+    ensure_model_chunks(store, version, log=log)
     embedder = embedder or load_embedder(store, version)
     counts = counts or store.embeddings.embedding_counts(version, shard=shard)
     todo = counts["current_chunks"] - counts["embedded"]

@@ -1,17 +1,19 @@
 """Documents of the landing ledger and their chunks: parse, quarantine, make current (superseding older
-versions of the key), and read the current corpus. Per pipeline: a key is the same document only within it."""
+versions of the key), and read the current corpus. Per pipeline: a key is the same document only within it.
+A document has one set of chunks per chunking profile in use; reads take the profile (None: every profile)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, bindparam, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, exists, func, insert, select, true, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.changes import ADD, REMOVE, append_changes
-from runtime_ops.store.engine import utcnow
+from runtime_ops.store.engine import upsert, utcnow
+from runtime_ops.store.profiles import LEGACY_PROFILE_ID
 from runtime_ops.store.scope import Repository, row_dict
 
 _D, _C = t.documents, t.chunks
@@ -34,6 +36,11 @@ class ChunkRow(NamedTuple):
     text: str
     document_id: int
     ord: int
+
+
+def of_profile(profile: int | None) -> ColumnElement[bool]:
+    """Chunks of one chunking profile (None: of every profile)."""
+    return true() if profile is None else _C.c.profile_id == profile
 
 
 class Documents(Repository):
@@ -98,9 +105,11 @@ class Documents(Repository):
             )
             return [dict(r._mapping) for r in conn.execute(q.order_by(_D.c.key))]
 
-    def store_chunks(self, document_id: int, chunk_texts: Sequence[str]) -> str:
-        """Make a parsed version current with its chunks, superseding older versions of the key in the same
-        transaction (readers never see a key with zero or two current versions). Returns the status."""
+    def store_chunks(self, document_id: int, chunk_texts: Sequence[str] | Mapping[int, Sequence[str]]) -> str:
+        """Make a parsed version current with its chunks (a list: of profile 1; or profile id -> chunks), superseding
+        older versions of the key in the same transaction (readers never see a key with zero or two current
+        versions). Returns the status."""
+        by_profile = chunk_texts if isinstance(chunk_texts, Mapping) else {LEGACY_PROFILE_ID: chunk_texts}
         with self.tx() as conn:
             key = self._key_of(conn, document_id, "store chunks")
             current = conn.execute(
@@ -114,15 +123,51 @@ class Documents(Repository):
             # A newer version may have been ingested first (batches can run out of order): this one is stale.
             status = "superseded" if any(c.id > document_id for c in current) else "ok"
             conn.execute(_C.delete().where(_C.c.document_id == document_id))
-            if chunk_texts:
-                conn.execute(
-                    insert(_C), [{"document_id": document_id, "ord": i, "text": c} for i, c in enumerate(chunk_texts)]
-                )
+            rows = [
+                {"document_id": document_id, "profile_id": profile, "ord": i, "text": c}
+                for profile, texts in sorted(by_profile.items())
+                for i, c in enumerate(texts)
+            ]
+            if rows:
+                conn.execute(insert(_C), rows)
             conn.execute(update(_D).where(_D.c.id == document_id).values(status=status, processed_at=utcnow()))
             # What the serving indexes must apply, committed with the change itself.
             changes = [(d, REMOVE) for d in older] + ([(document_id, ADD)] if status == "ok" else [])
             append_changes(conn, self.owner("store chunks"), changes)
             return status
+
+    def add_chunks(self, profile: int, chunks_by_document: Mapping[int, Sequence[str]]) -> int:
+        """Give documents their chunks of another profile (a candidate's that cuts differently), in one transaction;
+        idempotent: chunks already there stay as they are (chunking is deterministic: a second writer writes the
+        same). Returns how many were added."""
+        ids = sorted(chunks_by_document)
+        rows = [
+            {"document_id": d, "profile_id": profile, "ord": i, "text": c}
+            for d in ids
+            for i, c in enumerate(chunks_by_document[d])
+        ]
+        if not rows:
+            return 0
+        with self.tx() as conn:
+            cond = and_(_D.c.id.in_(ids), _D.c.pipeline == self.owner("add chunks"))
+            owned = {int(i) for i in conn.execute(select(_D.c.id).where(cond)).scalars()}
+            if owned != set(ids):
+                raise LookupError(f"documents {sorted(set(ids) - owned)} are not pipeline {self.pipeline!r}'s")
+            return int(conn.execute(upsert(_C, conn).on_conflict_do_nothing(), rows).rowcount or 0)
+
+    def current_without_chunks(
+        self, profile: int, *, limit: int, after: int = 0, document_ids: Sequence[int] | None = None
+    ) -> list[tuple[int, str]]:
+        """(id, text) of up to `limit` current documents (ids above `after`; of `document_ids` when given) that have
+        no chunk of `profile` yet, in id order."""
+        if document_ids is not None and not document_ids:
+            return []
+        chunked = exists().where(and_(_C.c.document_id == _D.c.id, _C.c.profile_id == profile))
+        cond = and_(_D.c.status == "ok", _D.c.id > after, ~chunked, self.owned(_D))
+        if document_ids is not None:
+            cond = and_(cond, _D.c.id.in_(list(document_ids)))
+        rows = self.fetch(select(_D.c.id, _D.c.text).where(cond).order_by(_D.c.id).limit(limit))
+        return [(int(r.id), str(r.text or "")) for r in rows]
 
     def remove_key(self, key: str, *, reason: str) -> int | None:
         """The key was deleted at the landing: its current version stops being current (status `deleted`) and
@@ -158,14 +203,16 @@ class Documents(Repository):
             rows = conn.execute(select(_D.c.status, func.count()).where(self.owned(_D)).group_by(_D.c.status))
             return {r[0]: int(r[1]) for r in rows}
 
-    def iter_current_chunks(self, batch_size: int = 5000) -> Iterator[list[tuple[int, str, str]]]:
-        """(chunk_id, document key, text) of every chunk of a current (`ok`) document, in id order."""
+    def iter_current_chunks(
+        self, batch_size: int = 5000, *, profile: int | None = None
+    ) -> Iterator[list[tuple[int, str, str]]]:
+        """(chunk_id, document key, text) of every chunk (of `profile`) of a current (`ok`) document, in id order."""
 
         def page(last: int) -> Select[Any]:
             return (
                 select(_C.c.id, _D.c.key, _C.c.text)
                 .join(_D, _D.c.id == _C.c.document_id)
-                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D)))
+                .where(and_(_D.c.status == "ok", _C.c.id > last, self.owned(_D), of_profile(profile)))
                 .order_by(_C.c.id)
                 .limit(batch_size)
             )
@@ -173,15 +220,16 @@ class Documents(Repository):
         for rows in self.pages(page):
             yield [(r.id, r.key, r.text) for r in rows]
 
-    def current_chunk_count(self) -> int:
-        """How many chunks the current corpus has (chunks of the scope's documents with status ok)."""
+    def current_chunk_count(self, *, profile: int | None = None) -> int:
+        """How many chunks (of `profile`) the current corpus has (of the scope's documents with status ok)."""
         with self.tx() as conn:
             q = select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id))
-            return int(conn.execute(q.where(and_(_D.c.status == "ok", self.owned(_D)))).scalar() or 0)
+            cond = and_(_D.c.status == "ok", self.owned(_D), of_profile(profile))
+            return int(conn.execute(q.where(cond)).scalar() or 0)
 
-    def current_chunks(self) -> list[tuple[int, str, str]]:
+    def current_chunks(self, *, profile: int | None = None) -> list[tuple[int, str, str]]:
         out: list[tuple[int, str, str]] = []
-        for page in self.iter_current_chunks():
+        for page in self.iter_current_chunks(profile=profile):
             out.extend(page)
         return out
 

@@ -1,6 +1,7 @@
 """Chunk embeddings per model version: what is missing, storing vectors once, reading them back by page.
 
-Embeddings hang off chunks (of a pipeline's documents) and model versions: scoped through the documents."""
+Embeddings hang off chunks (of a pipeline's documents) and model versions: scoped through the documents. A model
+version reads the chunks of its own chunking profile only: every read here keeps to them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from runtime_ops.store.scope import Repository
 if TYPE_CHECKING:  # numpy is imported where embeddings are written: loading the code location never needs it
     import numpy as np
 
-_E, _C, _D = t.chunk_embeddings, t.chunks, t.documents
+_E, _C, _D, _M = t.chunk_embeddings, t.chunks, t.documents, t.model_versions
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ def _in_shard(shard: Shard | None) -> ColumnElement[bool]:
 
 
 class Embeddings(Repository):
+    def _of_model(self, model_version: int) -> ColumnElement[bool]:
+        """Chunks of the profile `model_version` (of the scope's pipeline) reads."""
+        model = and_(_M.c.version == model_version, self.owned(_M))
+        return _C.c.profile_id == select(_M.c.chunking_profile_id).where(model).scalar_subquery()
+
     def chunks_missing_embeddings(
         self, model_version: int, limit: int, *, after: int = 0, shard: Shard | None = None
     ) -> list[tuple[int, str]]:
@@ -62,6 +68,7 @@ class Embeddings(Repository):
                         _C.c.id > after,
                         self.versioned(_D),
                         _in_shard(shard),
+                        self._of_model(model_version),
                     )
                 )
                 .order_by(_C.c.id)
@@ -85,7 +92,7 @@ class Embeddings(Repository):
 
     def embedding_counts(self, model_version: int, *, shard: Shard | None = None) -> dict[str, int]:
         """How many current chunks there are and how many have a vector for `model_version` (of `shard` only)."""
-        current = and_(_D.c.status == "ok", self.versioned(_D), _in_shard(shard))
+        current = and_(_D.c.status == "ok", self.versioned(_D), _in_shard(shard), self._of_model(model_version))
         with self.tx() as conn:
             total = conn.execute(
                 select(func.count()).select_from(_C.join(_D, _D.c.id == _C.c.document_id)).where(current)
@@ -114,6 +121,7 @@ class Embeddings(Repository):
                         _E.c.chunk_id > last,
                         self.versioned(_D),
                         _in_shard(shard),
+                        self._of_model(model_version),
                     )
                 )
                 .order_by(_E.c.chunk_id)
@@ -140,7 +148,7 @@ class Embeddings(Repository):
                 select(_C.c.id, _D.c.key, _C.c.text, _E.c.vector)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_D.c.status == "ok", _C.c.id > last, self.versioned(_D)))
+                .where(and_(_D.c.status == "ok", _C.c.id > last, self.versioned(_D), self._of_model(model_version)))
                 .order_by(_C.c.id)
                 .limit(batch_size)
             )
@@ -168,7 +176,14 @@ class Embeddings(Repository):
                 select(_C.c.id, _C.c.document_id, _C.c.text, _E.c.vector)
                 .join(_D, _D.c.id == _C.c.document_id)
                 .outerjoin(_E, and_(_E.c.chunk_id == _C.c.id, _E.c.model_version == model_version))
-                .where(and_(_C.c.document_id.in_(list(document_ids)), _D.c.status == "ok", self.versioned(_D)))
+                .where(
+                    and_(
+                        _C.c.document_id.in_(list(document_ids)),
+                        _D.c.status == "ok",
+                        self.versioned(_D),
+                        self._of_model(model_version),
+                    )
+                )
                 .order_by(_C.c.id)
             ).all()
         return [

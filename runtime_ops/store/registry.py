@@ -64,9 +64,10 @@ class Registry(Repository):
         n_chunks: int,
         corpus_revision: int,
         run_id: str | None,
+        chunking_profile: int = 1,
     ) -> tuple[dict[str, Any], bool]:
-        """Register a trained model as the pipeline's next version (v1 for its first); the same digest maps to the
-        same version (returns created=False)."""
+        """Register a trained model reading the chunks of `chunking_profile` (1: the character chunking of old) as the
+        pipeline's next version (v1 for its first); the same digest maps to the same version (returns created=False)."""
         pipeline = self.owner("register a model")
         with self.tx() as conn:
             row = conn.execute(select(_M).where(and_(_M.c.pipeline == pipeline, _M.c.digest == digest))).first()
@@ -85,6 +86,7 @@ class Registry(Repository):
                 "corpus_revision": corpus_revision,
                 "trained_at": utcnow(),
                 "run_id": run_id,
+                "chunking_profile_id": chunking_profile,
             }
             conn.execute(insert(_M).values(**values))
             return values, True

@@ -36,6 +36,7 @@ from runtime_ops.store.ledger import Ledger
 from runtime_ops.store.metrics import Metrics
 from runtime_ops.store.migrate import head_revision, upgrade_to_head
 from runtime_ops.store.notifications import Notifications
+from runtime_ops.store.profiles import ChunkingProfiles
 from runtime_ops.store.registry import Registry
 from runtime_ops.store.requests import Requests
 from runtime_ops.store.retraining import Retraining
@@ -76,6 +77,7 @@ class StateStore:
         self.metrics = Metrics(engine, p)
         self.ledger = Ledger(engine, p, self.metrics)
         self.documents = Documents(engine, p)
+        self.profiles = ChunkingProfiles(engine, p)
         self.changes = CorpusChanges(engine, p)
         self.artifacts = Artifacts(engine, p)
         self.registry = Registry(engine, p)

@@ -50,10 +50,15 @@ def _check_invariants(text: str, chunks: list[str], max_chars: int, overlap: int
 
 
 def _shared_prefix(previous: str, current: str) -> str:
-    """The longest suffix of `previous` that `current` starts with (numbered words make it unambiguous)."""
+    """The longest suffix of `previous` that `current` starts with (numbered words make it unambiguous). Shared
+    context never holds code, so a chunk ending with a closing fence and the next starting with an opening one (two
+    code blocks in a row, as HTML pages have) share nothing; and it ends at a separator, so a chunk ending with
+    `name` and the next starting with `name(args)` share nothing either."""
     for start in range(1, len(previous)):
         tail = previous[start:]
-        if current.startswith(tail) and previous[start - 1].isspace():
+        if not current.startswith(tail) or not previous[start - 1].isspace() or tail.startswith(("```", "~~~")):
+            continue
+        if len(current) == len(tail) or current[len(tail)].isspace():
             return tail
     return ""
 

@@ -259,10 +259,12 @@ def test_html_visible_text_and_title() -> None:
     doc = parse_document("site/page.HTM", HTML_PAGE, max_bytes=LIMIT)
     assert doc.format == "html"
     assert doc.title == "JSON & you"
+    # Markdown (see test_html_markdown.py); the navigation is boilerplate.
     assert doc.text == (
-        "Home\n\nUsing json\n\nCall json.dumps to serialise objects.\nSecond line.\n\none\ntwo\n\nx = 1\ny = 2\n\na b"
+        "# Using `json`\n\nCall **json.dumps** to serialise objects.\nSecond line.\n\n- one\n- two\n\n```\nx = 1\n"
+        "y = 2\n```\n\n| a | b |\n| --- | --- |"
     )
-    for hidden in ("color: red", "tracking", "hidden", "enable js", "charset"):
+    for hidden in ("color: red", "tracking", "hidden", "enable js", "charset", "Home"):
         assert hidden not in doc.text
 
 

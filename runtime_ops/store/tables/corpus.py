@@ -64,6 +64,19 @@ documents = Table(
     Index("ix_documents_status_key", "status", "key"),
 )
 
+# How a corpus is cut for an embedder (`runtime_ops.pipeline.chunking`), by digest: shared by every pipeline, like
+# artifacts. Profile 1 is the character chunking every chunk had before profiles existed (migration 0017).
+chunking_profiles = Table(
+    "chunking_profiles",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("profile", JSON, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+# A document's chunks under one chunking profile: a document has one set per profile in use (production's, a
+# candidate's that cuts differently), so a candidate re-chunks without touching what production serves.
 chunks = Table(
     "chunks",
     metadata,
@@ -71,7 +84,8 @@ chunks = Table(
     Column("document_id", Integer, ForeignKey("documents.id"), nullable=False),
     Column("ord", Integer, nullable=False),
     Column("text", Text, nullable=False),
-    UniqueConstraint("document_id", "ord", name="uq_chunks_document_ord"),
+    Column("profile_id", Integer, ForeignKey("chunking_profiles.id"), nullable=False, server_default="1"),
+    UniqueConstraint("document_id", "profile_id", "ord", name="uq_chunks_document_profile_ord"),
 )
 
 # Content-addressed blobs: trained models, retrieval indexes.
@@ -101,6 +115,8 @@ model_versions = Table(
     Column("corpus_revision", Integer, nullable=False),
     Column("trained_at", UTCDateTime(), nullable=False),
     Column("run_id", String(64)),
+    # The chunks the model reads: its embeddings, indexes and evaluations use this profile's chunks only.
+    Column("chunking_profile_id", Integer, ForeignKey("chunking_profiles.id"), nullable=False, server_default="1"),
     PrimaryKeyConstraint("pipeline", "version", name="pk_model_versions"),
     UniqueConstraint("pipeline", "digest", name="uq_model_versions_pipeline_digest"),
 )
