@@ -270,3 +270,99 @@ def test_the_registry_refuses_unfenced_writes_to_production_and_retrieval_index(
         assert store.registry.alias(name) == target
     store.registry.set_alias("candidate", version, actor="test")  # other aliases need no token
     assert store.registry.alias("candidate") == version
+
+
+def test_runs_that_can_move_the_aliases_are_admitted_one_at_a_time(
+    env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the dev instance (`runtime-ops dev`'s dagster.yaml, pools at run granularity), as the run queue decides:
+    a UI or automation run of retrieval_index (the implicit asset job: no tags) waits while rollback_job runs, and
+    rollback_job waits while it runs; a run that moves no alias is not held."""
+    import shutil
+
+    from dagster._core.op_concurrency_limits_counter import GlobalOpConcurrencyLimitsCounter
+    from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, DagsterRunStatus
+
+    from runtime_ops.cli.local import DEV_INSTANCE
+
+    env(database_url=f"sqlite:///{tmp_path / 'state.db'}")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(DEV_INSTANCE, home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    rollback_config = {"alert_id": 1, "alert_key": "q", "from_version": 2, "to_version": 1}
+    # A run waiting for its turn; NOT_STARTED stands in for QUEUED, which needs a code location's origin to create.
+    waiting = DagsterRunStatus.NOT_STARTED
+    with dg.DagsterInstance.get() as instance:
+        repo = Flow(instance).repo
+        index = dg.AssetKey(["demo", "retrieval_index"])
+
+        def create(kind: str, status: DagsterRunStatus) -> Any:
+            if kind == "retrieval_index":  # what the UI's Materialize button and the automation sensor launch
+                job = repo.get_implicit_global_asset_job_def().get_subset(asset_selection={index})
+                return instance.create_run_for_job(job, status=status, asset_selection=frozenset({index}))
+            if kind == "rollback_job":
+                config = {"ops": {"demo__rollback_production": {"config": rollback_config}}}
+                return instance.create_run_for_job(repo.get_job("demo__rollback_job"), status=status, run_config=config)
+            return instance.create_run_for_job(repo.get_job(f"demo__{kind}"), status=status)
+
+        def held(queued: Any) -> bool:
+            """The run queue's verdict on `queued` (a second pass: the first one creates the pools' limits)."""
+            config = instance.get_concurrency_config().pool_config
+            running = instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES))
+            blocked = []
+            for _ in range(2):
+                counter = GlobalOpConcurrencyLimitsCounter(
+                    instance,
+                    [queued],
+                    running,
+                    concurrency_keys=instance.event_log_storage.get_concurrency_keys(),
+                    pool_limits=instance.event_log_storage.get_pool_limits(),
+                    pool_granularity=config.pool_granularity,
+                )
+                blocked.append(counter.is_blocked(queued))
+            return blocked[-1]
+
+        rollback = create("rollback_job", DagsterRunStatus.STARTED)
+        assert held(create("retrieval_index", waiting))
+        assert held(create("index_job", waiting))
+        assert not held(create("regression_job", waiting))
+        instance.report_run_canceled(rollback)
+        assert not held(create("retrieval_index", waiting))
+        create("retrieval_index", DagsterRunStatus.STARTED)
+        assert held(create("rollback_job", waiting))
+        assert held(create("promotion_job", waiting))
+
+
+@pytest.mark.parametrize("world", ["sqlite"], indirect=True)
+def test_a_pipelines_first_promotion_logs_none_for_what_was_not_there(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the first promotion there is no production and no serving index: the log says `none`, not `vNone` or
+    `#None`, when it moves them and when a failed first promotion moves them back."""
+    w = world
+    with promotion_lease(w.locker, "demo") as lease:
+        w.store.registry.remove_alias("retrieval_index", actor="test", fence=lease.fence)
+        w.store.registry.remove_alias("production", actor="test", fence=lease.fence)
+    request = {"id": "apr-first", "decided_by": "alice"}
+    lines: list[str] = []
+
+    def first_promotion() -> SagaState:
+        with promotion_lease(w.locker, "demo") as lease:
+            steps = promotion_steps(
+                w.store, w.vectors, version=w.v1, request=request, lease=lease, run_id=None, log=lines.append
+            )
+            return run(saga_id(request), steps, {}, StoreJournal(w.store, "test"), on_event=lines.append)
+
+    monkeypatch.setenv("RUNTIME_OPS_FAILPOINTS", "promotion.announce=raise")
+    with pytest.raises(SagaFailed):
+        first_promotion()
+    assert w.store.registry.alias("production") is None and w.store.registry.alias("retrieval_index") is None
+    monkeypatch.delenv("RUNTIME_OPS_FAILPOINTS")
+    assert first_promotion().status == "done"
+    index = w.index_of(w.v1)
+    assert lines.count(f"production: none -> v{w.v1}") == 2
+    assert lines.count(f"retrieval_index: none -> #{index} (model v{w.v1})") == 2
+    assert "compensated: production back to none" in lines
+    assert f"retrieval_index: #{index} -> none (production is unset)" in lines  # serving went back with production
+    assert not [line for line in lines if "None" in line]

@@ -72,7 +72,8 @@ def move_retrieval_index(
             store.registry.set_alias(
                 ALIAS, index_id, actor=actor, approval_id=approval_id, run_id=run_id, fence=lease.fence
             )
-        message = f"{ALIAS}: {index_label(previous)} -> {index_label(index_id)} (model {version_label(production)})"
+        what = f"model {version_label(production)}" if index_id is not None else "production is unset"
+        message = f"{ALIAS}: {index_label(previous)} -> {index_label(index_id)} ({what})"
         log(message)
         return IndexMove(True, index_id, previous, production, lease.fence, message)
 
