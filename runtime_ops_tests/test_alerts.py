@@ -384,10 +384,13 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
     assert [(h["old_target"], h["new_target"], h["actor"]) for h in moved] == [(2, 1, "rollback:preapproved")]
     fence_after = fence_of(store, "production")
     assert fence_after > fence_before
-    [materialization] = result.asset_materializations_for_node("demo__rollback_production")
+    [materialization, serving] = result.asset_materializations_for_node("demo__rollback_production")
     assert materialization.asset_key == dg.AssetKey(["demo", "production_model"])
     assert materialization.metadata["rollback"].value is True
     assert materialization.metadata["fence"].value == fence_after
+    # Serving moved back in the same run, and says so (answers downstream follow the rollback at once).
+    assert serving.asset_key == dg.AssetKey(["demo", "retrieval_index"])
+    assert serving.metadata["index_id"].value == store.indexes.current_index()["id"]
 
     # A holder with an older fencing token cannot move production any more.
     with pytest.raises(AliasConflict, match="older than"):

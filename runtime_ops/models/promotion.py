@@ -94,11 +94,17 @@ def promotion_steps(
                 "production", previous, actor="compensation", approval_id=request["id"], run_id=run_id, fence=fence
             )
         log(f"compensated: production back to {version_label(previous)}")
-        # Serving follows production back (a saga journaled before `previous_index` was recorded: its ready index).
-        back = data["previous_index"] if "previous_index" in data else production_index(store, vectors, previous)
-        move_retrieval_index(
-            store, held(), back, actor="compensation", run_id=run_id, approval_id=request["id"], log=log
-        )
+
+        # Serving follows production back: to the index that served before, else (not production's, or a saga
+        # journaled before `previous_index` was recorded) to the restored production's complete index.
+        def serve(index_id: int | None) -> bool:
+            move = move_retrieval_index(
+                store, held(), index_id, actor="compensation", run_id=run_id, approval_id=request["id"], log=log
+            )
+            return move.stood_down is None
+
+        if not ("previous_index" in data and serve(data["previous_index"])):
+            serve(production_index(store, vectors, previous))
 
     def swap_index(ctx: dict[str, Any]) -> dict[str, Any]:
         # The new model's shadow index: filled from the whole corpus (or resumed), then in step with the feed.

@@ -128,7 +128,7 @@ def index_corpus(
             "retention/released_bytes": dg.MetadataValue.int(report.released_bytes),
         },
         data_version=dg.DataVersion(
-            f"{version_label(served['model_version'])}-i{move.serving}-s{served['synced_seq']}"
+            f"{version_label(served['model_version'])}-i{move.serving or 0}-s{served['synced_seq']}"
         ),
     )
 
