@@ -6,6 +6,8 @@ pipeline's embedded LanceDB store, lsa models trained on a seeded synthetic corp
 and engine, `run_rollback`, and the `retrieval_index` asset run by Dagster. The interleaving is deterministic: the
 materialization's index build (`vector_index.ensure_index`, minutes in production) is where the other change
 completes, by calling it right there or, for the compensated promotion, by two threads handing over with events.
+Also: rollback_job leaves serving at production's index, the registry refuses unfenced writes, the dev instance's
+run queue admits one run of a pipeline's lifecycle pool at a time, and a first promotion's log says `none`.
 """
 
 from __future__ import annotations
