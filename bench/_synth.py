@@ -172,6 +172,7 @@ def make_production(
     from runtime_ops.embedders.sampling import bounded_sample
     from runtime_ops.serving.indexing import embed_missing
     from runtime_ops.store import open_store
+    from runtime_ops_tests.fencing import set_fenced
 
     spec = get_spec(pipeline)
     store = open_store(url, pipeline=pipeline)
@@ -196,7 +197,7 @@ def make_production(
         run_id=None,
     )
     version = int(model["version"])
-    store.registry.set_alias("production", version, actor="bench")
+    set_fenced(store, "production", version, actor="bench")
     t1 = time.perf_counter()
     written = embed_missing(store, version, embedder=embedder) if embed else 0
     t2 = time.perf_counter()
@@ -220,6 +221,7 @@ def make_pretrained_production(
     from runtime_ops.embedders.reference import reference_bytes
     from runtime_ops.embedders.registry import _sentence_model  # pyright: ignore[reportPrivateUsage]  # one instance per process
     from runtime_ops.store import open_store
+    from runtime_ops_tests.fencing import set_fenced
 
     store = open_store(url, pipeline=pipeline)
     embedder = _sentence_model(model, 64)
@@ -236,7 +238,7 @@ def make_pretrained_production(
         run_id=None,
     )
     version = int(registered["version"])
-    store.registry.set_alias("production", version, actor="bench")
+    set_fenced(store, "production", version, actor="bench")
     store.engine.dispose()
     return {"production_version": version, "dim": embedder.dim, "model": model}
 

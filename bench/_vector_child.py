@@ -44,6 +44,7 @@ def setup(state_url: str, vector_url: str, n: int) -> dict[str, Any]:
     from runtime_ops.store import open_store
     from runtime_ops.vectors.base import IndexName
     from runtime_ops.vectors.factory import open_vector_store
+    from runtime_ops_tests.fencing import set_fenced
 
     t0 = time.perf_counter()
     text = min(n, TEXT_MAX)
@@ -71,7 +72,7 @@ def setup(state_url: str, vector_url: str, n: int) -> dict[str, Any]:
         del real
     t2 = time.perf_counter()
     state = fill_index(store, vectors, version)  # the real rows, then optimize(): the ANN structure, once
-    store.registry.set_alias("retrieval_index", state.index_id, actor="bench")
+    set_fenced(store, "retrieval_index", state.index_id, actor="bench")
     t3 = time.perf_counter()
     rows_now = index.count()
     store.indexes.mark_synced(

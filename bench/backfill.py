@@ -170,6 +170,7 @@ def _extrapolate(per_chunk_s: float, fixed_s: float, chunks: int) -> dict[str, A
 def backfill_bench() -> list[BenchResult]:
     from bench._synth import make_pretrained_production, make_production, seed_corpus
     from runtime_ops.store import open_store
+    from runtime_ops_tests.fencing import set_fenced
     from runtime_ops_tests.servers import PostgresServer, find_pgvector_bindir
     from runtime_ops_tests.topology import Topology
 
@@ -183,7 +184,7 @@ def backfill_bench() -> list[BenchResult]:
         production = make_production(url, seed=1, embed=False)["production_version"]
         version = make_pretrained_production(url)["production_version"]
         store = open_store(url, pipeline="demo", migrate=False)
-        store.registry.set_alias("production", production, actor="bench")
+        set_fenced(store, "production", production, actor="bench")
         store.registry.set_alias("candidate", version, actor="bench")
         store.engine.dispose()
         home = work / "home"

@@ -22,6 +22,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops.store import AliasConflict, open_store
 from runtime_ops.store import schema as t
 from runtime_ops_tests.approvals_support import ApiServer, operator_cli
+from runtime_ops_tests.fencing import remove_fenced, set_fenced
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.servers import free_port
 
@@ -383,10 +384,13 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
     assert [(h["old_target"], h["new_target"], h["actor"]) for h in moved] == [(2, 1, "rollback:preapproved")]
     fence_after = fence_of(store, "production")
     assert fence_after > fence_before
-    [materialization] = result.asset_materializations_for_node("demo__rollback_production")
+    [materialization, serving] = result.asset_materializations_for_node("demo__rollback_production")
     assert materialization.asset_key == dg.AssetKey(["demo", "production_model"])
     assert materialization.metadata["rollback"].value is True
     assert materialization.metadata["fence"].value == fence_after
+    # Serving moved back in the same run, and says so (answers downstream follow the rollback at once).
+    assert serving.asset_key == dg.AssetKey(["demo", "retrieval_index"])
+    assert serving.metadata["index_id"].value == store.indexes.current_index()["id"]
 
     # A holder with an older fencing token cannot move production any more.
     with pytest.raises(AliasConflict, match="older than"):
@@ -471,7 +475,7 @@ def test_rollback_is_a_compare_and_set_on_production(
     inbox = open_inbox()
     inbox.post(webhook(alert("Q", "1234567890abcdef", "2026-11-29T12:00:00Z")))
     [request] = flow.tick("alert_sensor")  # planned: v2 -> v1
-    store.registry.remove_alias("production", actor="operator")  # production changed before the run started
+    remove_fenced(store, "production", actor="operator")  # production changed before the run started
     result = flow.run("alert_sensor", request)
     assert not result.success
     failure = result.failure_data_for_node("demo__rollback_production")
@@ -481,7 +485,7 @@ def test_rollback_is_a_compare_and_set_on_production(
     assert store.alerts.list_alerts()[0]["action_status"] == "failed"
 
     # Production already where the rollback would take it: nothing to do, nothing written.
-    store.registry.set_alias("production", 1, actor="operator")
+    set_fenced(store, "production", 1, actor="operator")
     history = store.registry.alias_history("production")
     outcome = run_rollback(
         store,

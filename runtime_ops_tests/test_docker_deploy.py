@@ -540,9 +540,10 @@ def test_dagster_yaml_makes_a_working_instance_on_postgres_and_s3(docker_instanc
         limits = {lim["key"]: (lim.get("value"), lim["limit"]) for lim in queue.tag_concurrency_limits}
         assert limits["runtime_ops/lifecycle"] == ({"applyLimitPerUniqueValue": True}, 1)
         assert limits["runtime_ops/ingest"] == ({"applyLimitPerUniqueValue": True}, 4)
-        # Backfill partitions wait in the queue for a pool slot, not in a started container.
+        # Backfill partitions wait in the queue for a pool slot, not in a started container; a pool nobody set a
+        # limit for (a pipeline's lifecycle pool) admits one run at a time.
         pools = instance.get_concurrency_config().pool_config
-        assert pools.pool_granularity == PoolGranularity.RUN and pools.default_pool_limit == 2
+        assert pools.pool_granularity == PoolGranularity.RUN and pools.default_pool_limit == 1
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         assert instance.run_retries_max_retries == 2
         # Only runs whose worker died are retried: a refused promotion launched from the UI stays one run.
@@ -585,8 +586,9 @@ def test_tag_limits_name_real_jobs(instance_yaml: dict[str, Any]) -> None:
     assert lifecycle >= {f"demo__{j}" for j in ("train_job", "promotion_job", "rollback_job", "reembed_job")}
 
 
-def test_pool_settings_cover_the_backfill_pool() -> None:
-    """dagster.yaml names no pool: its default limit is the embedding pool's, the only pool an asset names."""
+def test_pool_settings_cover_the_backfill_and_lifecycle_pools() -> None:
+    """dagster.yaml names no pool: its default limit (1) is each pipeline's lifecycle pool's; the embedding pool,
+    the only other pool a step names, is raised with `dagster instance concurrency set`."""
     from runtime_ops.definitions import defs
     from runtime_ops.pipeline.spec import BackfillSpec
 
@@ -596,7 +598,7 @@ def test_pool_settings_cover_the_backfill_pool() -> None:
         for key in assets.keys
         if assets.is_executable
     }
-    assert pools - {None} == {BackfillSpec().pool}
+    assert pools - {None} == {BackfillSpec().pool, "demo__lifecycle"}
 
 
 # --- Prometheus ----------------------------------------------------------------------------------------------

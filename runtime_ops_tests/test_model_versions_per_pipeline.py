@@ -19,6 +19,7 @@ from runtime_ops.store import NewObject, StateStore, UnscopedWrite, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, head_revision, upgrade
+from runtime_ops_tests.fencing import set_fenced
 
 REFERRING = ("model_versions", "eval_reports", "approval_requests", "retrieval_indexes", "drift_signals")
 
@@ -102,7 +103,7 @@ def test_each_pipeline_counts_its_own_versions_and_v1_of_two_pipelines_never_mee
             centroid_count=1,
             run_id=None,
         )
-        store.registry.set_alias("production", 1, actor="test")
+        set_fenced(store, "production", 1)
     for store in (alpha, beta):
         name = str(store.pipeline)
         assert store.registry.get_model(1)["digest"] == hashlib.sha256(f"model-{name[0]}1".encode()).hexdigest()
@@ -205,8 +206,8 @@ def test_retention_keeps_weights_another_pipeline_serves_with(db_url: str, tmp_p
     assert (_model(alpha, "shared"), _model(beta, "shared")) == (1, 1)
     assert (_model(alpha, "a2"), _model(alpha, "a3")) == (2, 3)
     for version in (2, 3):
-        alpha.registry.set_alias("production", version, actor="test")
-    beta.registry.set_alias("production", 1, actor="test")
+        set_fenced(alpha, "production", version)
+    set_fenced(beta, "production", 1)
     report = collect(alpha, open_vector_store(f"lance://{tmp_path / 'vectors'}"), RetentionPolicy(0, 1))
     assert report.plan.collect == (1,)  # neither production (v3) nor its rollback target (v2)
     artifact = int(beta.registry.get_model(1)["artifact_id"])

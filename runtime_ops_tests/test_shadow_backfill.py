@@ -24,6 +24,7 @@ from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, inco
 from runtime_ops.store import open_store
 from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
+from runtime_ops_tests.fencing import set_fenced
 from runtime_ops_tests.topology import wait_for
 
 SHARDS = 8
@@ -67,7 +68,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
     production = make_production(pgvector_url, seed=1, embed=False)["production_version"]
     candidate = make_production(pgvector_url, seed=2, embed=False)["production_version"]
     store = open_store(pgvector_url, pipeline="demo", migrate=False)
-    store.registry.set_alias("production", production, actor="test")
+    set_fenced(store, "production", production)
     store.registry.set_alias("candidate", candidate, actor="test")
     vectors = open_vector_store(pgvector_url)
 

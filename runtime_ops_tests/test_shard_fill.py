@@ -21,6 +21,7 @@ from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.base import IndexName, VectorStore
 from runtime_ops.vectors.factory import open_vector_store
+from runtime_ops_tests.fencing import set_fenced
 
 CHUNKS = 2500
 SHARDS = 4
@@ -49,7 +50,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Stat
     production = make_production(url, seed=1, embed=False)["production_version"]
     candidate = make_production(url, seed=2, embed=False)["production_version"]
     store = open_store(url, pipeline="demo", migrate=False)
-    store.registry.set_alias("production", production, actor="test")
+    set_fenced(store, "production", production)
     store.registry.set_alias("candidate", candidate, actor="test")
     yield store, open_vector_store(vector_url), url, candidate
     store.engine.dispose()

@@ -25,6 +25,7 @@ from runtime_ops.store import (
 )
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, head_revision, upgrade
+from runtime_ops_tests.fencing import set_fenced
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +64,7 @@ def _populate(store: StateStore, seed: str) -> dict[str, Any]:
     batch = store.ledger.record_batch("s3://shared/", [NewObject("docs/a.md", "v1", 10, now)])
     assert batch is not None and batch["pipeline"] == store.pipeline and batch["seq"] == 1
     model, report = _candidate(store, seed)
-    store.registry.set_alias("production", model["version"], actor="test")
+    set_fenced(store, "production", model["version"])
     request, created = store.requests.open_request(
         candidate_version=model["version"],
         candidate_digest=report["candidate_digest"],
@@ -115,13 +116,13 @@ def test_pipelines_are_isolated(db_url: str) -> None:
     alpha_v2, _ = _candidate(alpha, "alpha-only")
     assert alpha_v2["version"] == 2
     with pytest.raises(ForeignTarget, match=r"pipeline 'beta'.*version 2: it belongs to pipeline 'alpha'"):
-        beta.registry.set_alias("production", 2, actor="test")
+        set_fenced(beta, "production", 2)
     assert beta.registry.alias("production") == b["model"]["version"]
     index = alpha.indexes.create_index(
         model_version=a["model"]["version"], backend="lance", location="/v", dim=8, synced_seq=0, run_id=None
     )["id"]
     with pytest.raises(ForeignTarget):
-        beta.registry.set_alias("retrieval_index", index, actor="test")
+        set_fenced(beta, "retrieval_index", index)
     assert beta.indexes.get_index(index) is None and alpha.indexes.get_index(index)["pipeline"] == "alpha"
 
     # Effects: the same key is a separate claim per pipeline.
@@ -232,7 +233,7 @@ def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
         digest="m", artifact_id=1, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None
     )
     assert model["version"] == 1  # versions count per pipeline (migration 0017)
-    other.registry.set_alias("production", 1, actor="t")
+    set_fenced(other, "production", 1, actor="t")
     assert demo.registry.alias("production") == 1
 
 

@@ -2,7 +2,8 @@
 
 Each is one op over `alerts.rollback` / `alerts.reembed`; it records what it changed as a materialization of
 the assets it moved (`production_model`, `document_embeddings`, `retrieval_index`), so the UI's lineage and the
-declarative automation downstream (answers, regression evaluation) follow a remediation like a promotion.
+declarative automation downstream (answers, regression evaluation) follow a remediation like a promotion. Both
+ops hold the pipeline's lifecycle pool, as every step that can move its aliases does.
 """
 
 from typing import Any
@@ -71,6 +72,21 @@ def rollback(
                 },
             )
         )
+    if outcome.index_moved and outcome.index_id is not None:
+        # Serving follows production in this run: answers downstream follow the rollback, not the next landing.
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key=dg.AssetKey(spec.asset_path("retrieval_index")),
+                description=f"serving the index of production v{outcome.to_version} after the rollback",
+                metadata={
+                    "index_id": dg.MetadataValue.int(outcome.index_id),
+                    "model_version": dg.MetadataValue.int(outcome.to_version),
+                    "rollback": True,
+                    "alert": config.alert_key,
+                    "fence": dg.MetadataValue.int(outcome.fence),
+                },
+            )
+        )
 
 
 class ReembedConfig(dg.Config):
@@ -131,9 +147,10 @@ def build_alert_jobs(spec: PipelineSpec) -> list[dg.JobDefinition]:
 
     @dg.op(
         name=spec.qualified("rollback_production"),
+        pool=spec.lifecycle_pool,
         description="Roll `production` back to the previous version: the promotion saga under the promotion lock, "
-        "every alias write fenced; refuses when production moved since the alert fired or the approval does not "
-        "match this exact rollback.",
+        "every alias write fenced, and the serving index brought to production's before the lock is released; "
+        "refuses when production moved since the alert fired or the approval does not match this exact rollback.",
     )
     @observed
     def rollback_production(
@@ -144,6 +161,7 @@ def build_alert_jobs(spec: PipelineSpec) -> list[dg.JobDefinition]:
     @dg.op(
         name=spec.qualified("reembed_embeddings"),
         retry_policy=IO_RETRY,
+        pool=spec.lifecycle_pool,
         description="Drop and recompute the production model's vectors of one landing batch (or everything), then "
         "rebuild the retrieval index and swap it in under the promotion lock (fenced).",
     )

@@ -4,8 +4,8 @@ them. No Dagster here (the op in `alerts.jobs` calls it).
 The stored vectors are dropped and recomputed with the same incremental, resumable pass the serving assets use
 (`embed_missing`: a killed run resumes where it stopped). Under the promotion lock, and only while production is
 still the model that was re-embedded (a promotion that happened meanwhile serves its own index and wins), the new
-vectors are upserted into the serving index in place, and the alias is set with a fenced write if it pointed
-elsewhere.
+vectors are upserted into the serving index in place, and the alias is moved by its one writer
+(`serving.index_alias`, with the same lease) if it pointed elsewhere.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runtime_ops.locks.base import LockerBase
-from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, lock_name
+from runtime_ops.labels import index_label, version_label
+from runtime_ops.locks.base import Locker
+from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import VectorStore
 
@@ -37,13 +38,14 @@ class ReembedOutcome:
 
 def run_reembed(
     store: StateStore,
-    locker: LockerBase,
+    locker: Locker,
     vectors: VectorStore,
     *,
     batch_id: str | None,
     run_id: str | None,
     log: Callable[[str], None] = lambda _: None,
 ) -> ReembedOutcome:
+    from runtime_ops.serving.index_alias import move_retrieval_index
     from runtime_ops.serving.indexing import embed_missing
     from runtime_ops.serving.vector_index import refresh_index
 
@@ -54,27 +56,25 @@ def run_reembed(
         raise ReembedRefused(f"landing batch {batch_id!r} is not in the state store")
     scope = f"landing batch {batch_id}" if batch_id else "the whole corpus"
     dropped = store.embeddings.drop_embeddings(version, batch_id=batch_id)
-    log(f"dropped {dropped} vectors of model v{version} for {scope}")
+    log(f"dropped {dropped} vectors of model {version_label(version)} for {scope}")
     embedded = embed_missing(store, version, log)
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
-    with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+    with promotion_lease(locker, store.pipeline) as lease:
         if store.registry.alias("production") != version:
             message = (
-                f"re-embedded {embedded} chunks of {scope} with v{version}, but production moved to "
-                f"v{store.registry.alias('production')} meanwhile: its promotion serves its own index, nothing swapped"
+                f"re-embedded {embedded} chunks of {scope} with {version_label(version)}, but production moved to "
+                f"{version_label(store.registry.alias('production'))} meanwhile: its promotion serves its own index, "
+                "nothing swapped"
             )
             log(message)
             return ReembedOutcome(version, batch_id, dropped, embedded, None, False, lease.fence, message)
         # The serving index is updated in place (upserts by chunk id): queries see old or new vectors, never none.
         state = refresh_index(store, vectors, version, batch_id=batch_id, log=log)
-        previous = store.registry.alias("retrieval_index")
-        swapped = previous != state.index_id
-        if swapped:
-            store.registry.set_alias(
-                "retrieval_index", state.index_id, actor=f"reembed:{run_id}", run_id=run_id, fence=lease.fence
-            )
-    message = f"re-embedded {embedded} chunks of {scope} with v{version}; index #{state.index_id} " + (
-        f"now serves (was #{previous})" if swapped else f"updated in place ({state.upserted} chunks)"
+        move = move_retrieval_index(store, lease, state.index_id, actor=f"reembed:{run_id}", run_id=run_id, log=log)
+    message = f"re-embedded {embedded} chunks of {scope} with {version_label(version)}; index " + (
+        f"{index_label(state.index_id)} now serves (was {index_label(move.previous)})"
+        if move.moved
+        else f"{index_label(state.index_id)} updated in place ({state.upserted} chunks)"
     )
     log(message)
-    return ReembedOutcome(version, batch_id, dropped, embedded, state.index_id, swapped, lease.fence, message)
+    return ReembedOutcome(version, batch_id, dropped, embedded, state.index_id, move.moved, lease.fence, message)

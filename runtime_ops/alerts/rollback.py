@@ -4,7 +4,8 @@
 The previous version comes from the `production` alias history. A rollback moves production only from the
 version it saw when the alert fired (compare-and-set): if a promotion moved production in between, the rollback
 is refused instead of undoing that promotion. Not pre-approved, it needs an approved request for this exact
-move (`rollback_digest`).
+move (`rollback_digest`). Before the lock is released, the serving index is brought to production's (its one
+writer, `serving.index_alias`), also when there was nothing to roll back: serving follows production at once.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_ops.locks.base import LockerBase
-from runtime_ops.models.promotion import LOCK_TTL_MS, LOCK_WAIT_S, StoreJournal, lock_name, promotion_steps
+from runtime_ops.labels import version_label
+from runtime_ops.locks.base import Locker
+from runtime_ops.locks.promotion import promotion_lease
+from runtime_ops.models.promotion import StoreJournal, promotion_steps
 from runtime_ops.saga.engine import run
+from runtime_ops.serving.index_alias import serve_production
 from runtime_ops.store import StateStore
 from runtime_ops.store.alerts import rollback_digest
 from runtime_ops.vectors.base import VectorStore
@@ -56,9 +60,9 @@ def plan_rollback(store: StateStore) -> tuple[int, int]:
         raise RollbackRefused("no production model: nothing to roll back")
     target = previous_version(store.registry.alias_history("production"), current)
     if target is None:
-        raise RollbackRefused(f"production v{current} has no previous version in the alias history")
+        raise RollbackRefused(f"production {version_label(current)} has no previous version in the alias history")
     if store.registry.get_model(target) is None:
-        raise RollbackRefused(f"the previous version v{target} is not in the model registry")
+        raise RollbackRefused(f"the previous version {version_label(target)} is not in the model registry")
     return int(current), target
 
 
@@ -91,11 +95,13 @@ class RollbackOutcome:
     from_version: int
     to_version: int
     message: str
+    index_id: int | None = None  # the serving index afterwards (production's)
+    index_moved: bool = False  # the rollback changed the serving index
 
 
 def run_rollback(
     store: StateStore,
-    locker: LockerBase,
+    locker: Locker,
     vectors: VectorStore,
     *,
     alert_key: str,
@@ -125,25 +131,32 @@ def run_rollback(
         raise RollbackRefused(f"refusing to roll back: v{to_version} is not in the model registry")
     sid = saga_id(alert_key)
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
-    with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+    with promotion_lease(locker, store.pipeline) as lease:
+        serving_before = store.registry.alias("retrieval_index")
         journal = StoreJournal(store, run_id, kind="rollback")
         state = journal.load(sid)
         fresh = state is None or state.status == "compensated"
         current = store.registry.alias("production")
         if fresh and current != from_version:
-            if current == to_version:
-                message = f"production is already v{to_version}: nothing to roll back"
-                log(message)
-                return RollbackOutcome("noop", sid, lease.fence, from_version, to_version, message)
-            now = "unset" if current is None else f"v{current}"
-            raise RollbackRefused(
-                f"refusing to roll back: production is {now}, not v{from_version} as when the alert fired "
-                "(it was moved since); rolling back now would undo that change"
+            if current != to_version:
+                now = "unset" if current is None else version_label(current)
+                raise RollbackRefused(
+                    f"refusing to roll back: production is {now}, not {version_label(from_version)} as when the alert "
+                    "fired (it was moved since); rolling back now would undo that change"
+                )
+            status = "noop"
+            message = f"production is already {version_label(to_version)}: nothing to roll back"
+            log(message)
+        else:
+            # The previous model's index was kept: the swap only replays the changes since it last served.
+            steps = promotion_steps(
+                store, vectors, version=to_version, request=request, lease=lease, run_id=run_id, log=log
             )
-        # The previous model's index was kept: the swap only replays the changes since it last served.
-        steps = promotion_steps(
-            store, vectors, version=to_version, request=request, fence=lease.fence, run_id=run_id, log=log
-        )
-        outcome = run(sid, steps, {}, journal, on_event=log)
-    message = f"production rolled back from v{from_version} to v{to_version} (saga {outcome.saga_id})"
-    return RollbackOutcome(outcome.status, sid, lease.fence, from_version, to_version, message)
+            status = run(sid, steps, {}, journal, on_event=log).status
+            message = (
+                f"production rolled back from {version_label(from_version)} to {version_label(to_version)} (saga {sid})"
+            )
+        # Serving follows production now, not at the next landing: also when an earlier writer left it elsewhere.
+        served = serve_production(store, lease, vectors, actor=request["decided_by"], run_id=run_id, log=log)
+    moved = served.serving != serving_before
+    return RollbackOutcome(status, sid, lease.fence, from_version, to_version, message, served.serving, moved)

@@ -133,7 +133,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
         return 1
     if args.dry_run:
         print(f"dry run: promoting candidate v{version} ({request['id']}) would make these transitions:")
-        steps = p.promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=None)
+        steps = p.promotion_steps(store, vectors, version=version, request=request, lease=None, run_id=None)
         for line in plan(steps, {}):
             print(f"  - {line}")
         print("nothing was changed")
@@ -141,9 +141,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     lock = p.lock_name(store.pipeline)
     with open_locker(get_settings()).hold(lock, ttl_ms=p.LOCK_TTL_MS, wait_s=p.LOCK_WAIT_S) as lease:
-        steps = p.promotion_steps(
-            store, vectors, version=version, request=request, fence=lease.fence, run_id=None, log=print
-        )
+        steps = p.promotion_steps(store, vectors, version=version, request=request, lease=lease, run_id=None, log=print)
         outcome = run(
             p.saga_id(request), steps, {}, p.StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
         )

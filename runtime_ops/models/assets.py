@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from runtime_ops.labels import version_label
 from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
@@ -176,15 +177,8 @@ def promote(
     until the decision), a one-line `dg.Failure` when promotion is refused."""
     from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
     from runtime_ops.locks.base import LockError
-    from runtime_ops.models.promotion import (
-        LOCK_TTL_MS,
-        LOCK_WAIT_S,
-        StoreJournal,
-        backfill_refusal,
-        lock_name,
-        promotion_steps,
-        saga_id,
-    )
+    from runtime_ops.locks.promotion import promotion_lease
+    from runtime_ops.models.promotion import StoreJournal, backfill_refusal, promotion_steps, saga_id
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
     from runtime_ops.serving.assets import pipeline_vectors
 
@@ -195,7 +189,7 @@ def promote(
         if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
             production = store.registry.alias("production")
             context.log.info(
-                f"production stays at v{production}: {str(exc).removeprefix('refusing to promote: ')}. "
+                f"production stays at {version_label(production)}: {str(exc).removeprefix('refusing to promote: ')}. "
                 "The approvals sensor launches the promotion once it is approved."
             )
             return None
@@ -208,7 +202,7 @@ def promote(
         again = f"materialize production_model with approval {request['id']}"
         raise dg.Failure(f"{refusal} ({again})", allow_retries=False)
     if config.dry_run:
-        steps = promotion_steps(store, vectors, version=version, request=request, fence=None, run_id=context.run_id)
+        steps = promotion_steps(store, vectors, version=version, request=request, lease=None, run_id=context.run_id)
         lines = plan(steps, {})
         for line in lines:
             context.log.info(f"dry run: {line}")
@@ -221,13 +215,13 @@ def promote(
         )
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     try:
-        with locker.hold(lock_name(store.pipeline), ttl_ms=LOCK_TTL_MS, wait_s=LOCK_WAIT_S) as lease:
+        with promotion_lease(locker, store.pipeline) as lease:
             steps = promotion_steps(
                 store,
                 vectors,
                 version=version,
                 request=request,
-                fence=lease.fence,
+                lease=lease,
                 run_id=context.run_id,
                 log=context.log.info,
             )

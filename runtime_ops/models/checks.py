@@ -6,6 +6,7 @@ import dagster as dg
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import evaluate_gate
+from runtime_ops.labels import version_label
 from runtime_ops.models.evaluate import quality_metadata
 from runtime_ops.models.history import set_label
 from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
@@ -58,7 +59,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         verdict = report["verdict"]
         metadata: dict[str, dg.MetadataValue | str | int] = {
             "candidate_version": f"v{report['candidate_version']}",
-            "production_version": f"v{report['production_version']}" if report["production_version"] else "none",
+            "production_version": version_label(report["production_version"]),
             "reason": verdict["reason"],
             # The numbers the verdict compared: both models on one question set (production re-scored on it).
             **quality_metadata(report["candidate_metrics"], "candidate/"),

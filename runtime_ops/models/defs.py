@@ -72,6 +72,8 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "models"},
+        # Serialized with every other run that can move the pipeline's aliases (retrieval_index, rollback, ...).
+        pool=spec.lifecycle_pool,
         # Not materialized while the candidate waits for a person (the run's human_approval check is pending):
         # the run succeeds, production and the assets after it stay as they are until the promotion run.
         output_required=False,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
 from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
 from runtime_ops.store import StateStore
@@ -179,7 +180,7 @@ def evaluate_candidate(
             "questions": str(len(cand.questions)),
             "report_id": str(row["id"]),
             "candidate_version": f"v{candidate_version}",
-            "production_version": f"v{production_version}" if production_version else "none",
+            "production_version": version_label(production_version),
             "candidate_digest": c_digest,
             **{f"provenance/{m}": str(n) for m, n in qs.mix.items()},
             "verdict": verdict.reason,

@@ -21,6 +21,9 @@ PIPELINE_TAG = "runtime_ops/pipeline"
 # One lifecycle run (train, promotion, index, rollback, re-embed) at a time per pipeline: dagster.yaml limits
 # this tag to 1 per unique value.
 LIFECYCLE_TAG = "runtime_ops/lifecycle"
+# The concurrency pool of every step that can move a pipeline's `production` or `retrieval_index` alias
+# (`<pipeline>__lifecycle`): runs launched by automation or the UI carry no tags, but their steps' pools count.
+LIFECYCLE_POOL = "lifecycle"
 # Ingestion runs of a pipeline (docker/dagster.yaml lets 4 per pipeline run at once).
 INGEST_TAG = "runtime_ops/ingest"
 
@@ -283,6 +286,11 @@ class PipelineSpec:
     @property
     def lifecycle_tags(self) -> dict[str, str]:
         return {PIPELINE_TAG: self.name, LIFECYCLE_TAG: self.name}
+
+    @property
+    def lifecycle_pool(self) -> str:
+        """The pool of the steps that move the pipeline's aliases; the instances admit one run of it at a time."""
+        return self.qualified(LIFECYCLE_POOL)
 
 
 def split_qualified(name: str) -> tuple[str | None, str]:

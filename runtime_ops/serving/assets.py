@@ -8,10 +8,12 @@ import dagster as dg
 
 from runtime_ops.automation import follow_upstream
 from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.labels import version_label
+from runtime_ops.locks.base import Locker
 from runtime_ops.markdown import close_fences, code_span, escape_text
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec, RetentionSpec
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import IndexName, VectorStore, VectorStoreError
@@ -74,12 +76,19 @@ def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
 
 
 def index_corpus(
-    context: dg.AssetExecutionContext, store: StateStore, vectors: VectorStore, retention: RetentionSpec
+    context: dg.AssetExecutionContext,
+    store: StateStore,
+    vectors: VectorStore,
+    retention: RetentionSpec,
+    locker: Locker,
 ) -> dg.MaterializeResult:
     from runtime_ops.policies.retention import RetentionPolicy
+    from runtime_ops.serving.index_alias import move_retrieval_index
     from runtime_ops.serving.retention import collect
     from runtime_ops.serving.vector_index import ensure_index
 
+    # Read without the lock: building the index takes minutes. The writer reads production again under the lock
+    # and stands down if a promotion, rollback or compensation moved it meanwhile (the winner serves its own).
     version = _production_version(store)
     state = ensure_index(store, vectors, version, log=context.log.info, run_id=context.run_id)
     # Syncs append small fragments (LanceDB) or leave statistics stale (pgvector): fold them into the ANN structure
@@ -88,32 +97,39 @@ def index_corpus(
     assert store.pipeline is not None
     vectors.open(IndexName(store.pipeline, version), _index_dim(store, vectors, version)).optimize()
     optimize_s = time.monotonic() - started
-    previous = store.registry.alias("retrieval_index")
-    if previous != state.index_id:
-        store.registry.set_alias(
-            "retrieval_index", state.index_id, actor=f"run:{context.run_id}", run_id=context.run_id
-        )
-        context.log.info(f"retrieval_index: #{previous} -> #{state.index_id} (model v{version})")
+    move = move_retrieval_index(
+        store, locker, state.index_id, actor=f"run:{context.run_id}", run_id=context.run_id, log=context.log.info
+    )
     # What old versions left behind (indexes, stored vectors), beyond production, its rollback target, the
     # candidate and the newest few: collected here, after each change of the serving index.
     policy = RetentionPolicy(keep_recent=retention.keep_recent, keep_previous=retention.keep_previous)
     report = collect(store, vectors, policy, log=context.log.info)
+    # The materialization says what serves now: after a stand-down, what the winner put there (or nothing).
+    served: dict[str, Any] = {"model_version": version, "n_chunks": state.n_chunks, "synced_seq": state.synced_seq}
+    meta: dict[str, Any] = {}
+    if move.stood_down:
+        served = store.indexes.current_index() or {"model_version": move.production, "n_chunks": 0, "synced_seq": 0}
+        meta = {"stood_down": move.message, "built_index_id": dg.MetadataValue.int(state.index_id)}
     return dg.MaterializeResult(
         metadata={
-            "index_id": dg.MetadataValue.int(state.index_id),
-            "previous_index_id": dg.MetadataValue.int(previous or 0),
-            "model_version": dg.MetadataValue.int(version),
-            "chunks": dg.MetadataValue.int(state.n_chunks),
-            "change_seq": dg.MetadataValue.int(state.synced_seq),
+            "index_id": dg.MetadataValue.int(move.serving or 0),
+            "previous_index_id": dg.MetadataValue.int(move.previous or 0),
+            "model_version": dg.MetadataValue.int(served["model_version"] or 0),
+            "chunks": dg.MetadataValue.int(served["n_chunks"] or 0),
+            "change_seq": dg.MetadataValue.int(served["synced_seq"] or 0),
+            "fence": dg.MetadataValue.int(move.fence),
             "vector_store": vectors.describe(),
             "optimize_s": dg.MetadataValue.float(round(optimize_s, 3)),
+            **meta,
             "retention/kept": ", ".join(f"v{v} ({why})" for v, why in sorted(report.plan.reasons.items())),
             "retention/collected_versions": ", ".join(f"v{v}" for v in report.plan.collect) or "none",
             "retention/dropped_indexes": dg.MetadataValue.int(len(report.dropped_indexes)),
             "retention/dropped_vectors": dg.MetadataValue.int(report.dropped_vectors),
             "retention/released_bytes": dg.MetadataValue.int(report.released_bytes),
         },
-        data_version=dg.DataVersion(f"v{version}-i{state.index_id}-s{state.synced_seq}"),
+        data_version=dg.DataVersion(
+            f"{version_label(served['model_version'])}-i{move.serving or 0}-s{served['synced_seq']}"
+        ),
     )
 
 
@@ -301,13 +317,19 @@ def build_serving_assets(
         tags={"domain": "serving"},
         retry_policy=IO_RETRY,
         automation_condition=follow,
+        # Every run that can move the pipeline's aliases holds this pool (automation and UI runs carry no tags).
+        pool=spec.lifecycle_pool,
         description="The index the pipeline serves (`/api/search`, `/api/answer`, rag_answers): the production "
         "model's vector index, complete and in step, behind the `retrieval_index` alias (a promotion swaps it "
-        "to the new model's index, a rollback back; earlier indexes stay until retention collects them).",
+        "to the new model's index, a rollback back; earlier indexes stay until retention collects them). The "
+        "alias moves under the promotion lock, only while the index is still production's.",
     )
     @observed
-    def retrieval_index(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
-        return index_corpus(context, state.store().scoped(spec.name), pipeline_vectors(spec), spec.retention)
+    def retrieval_index(
+        context: dg.AssetExecutionContext, state: StateStoreResource, locks: LocksResource
+    ) -> dg.MaterializeResult:
+        store = state.store().scoped(spec.name)
+        return index_corpus(context, store, pipeline_vectors(spec), spec.retention, locks.locker())
 
     @dg.asset(
         key=spec.asset_path("rag_answers"),

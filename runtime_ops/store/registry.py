@@ -19,6 +19,8 @@ _M, _AL, _H = t.model_versions, t.aliases, t.alias_history
 INDEX_ALIASES = frozenset({"retrieval_index"})
 # Aliases that point at an artifact id (e.g. the current evaluation question set).
 ARTIFACT_ALIASES = frozenset({"question_set"})
+# Aliases only the holder of the pipeline's promotion lock writes: every write carries the lease's fencing token.
+FENCED_ALIASES = frozenset({"production", "retrieval_index"})
 
 
 class AliasConflict(RuntimeError):
@@ -27,6 +29,18 @@ class AliasConflict(RuntimeError):
 
 class ForeignTarget(ValueError):
     """An alias write whose target (model version or index) belongs to another pipeline."""
+
+
+class UnfencedWrite(ValueError):
+    """A write to a fenced alias (`production`, `retrieval_index`) without a fencing token."""
+
+
+def _require_fence(pipeline: str, name: str, fence: int | None) -> None:
+    if fence is None and name in FENCED_ALIASES:
+        raise UnfencedWrite(
+            f"refusing to write alias {name!r} of pipeline {pipeline!r} without a fencing token: a fencing token is "
+            f"required (hold the pipeline's promotion lock, {pipeline}:promotion, and pass fence=lease.fence)"
+        )
 
 
 def _alias_row(conn: Connection, pipeline: str, name: str) -> Any:
@@ -133,10 +147,12 @@ class Registry(Repository):
     ) -> int | None:
         """Point `name` at `target` with a history row; returns the previous target.
 
-        With `fence`, the write is refused (AliasConflict) when a newer token already wrote the alias. A target
-        that belongs to another pipeline is refused (ForeignTarget).
+        With `fence`, the write is refused (AliasConflict) when a newer token already wrote the alias; `production`
+        and `retrieval_index` are refused without one (UnfencedWrite). A target that belongs to another pipeline is
+        refused (ForeignTarget).
         """
         pipeline = self.owner(f"set alias {name!r}")
+        _require_fence(pipeline, name, fence)
         now = utcnow()
         with self.tx() as conn:
             _check_target(conn, pipeline, name, target)
@@ -176,6 +192,7 @@ class Registry(Repository):
     def remove_alias(self, name: str, *, actor: str, run_id: str | None = None, fence: int | None = None) -> int | None:
         """Remove `name` (fenced like set_alias); returns the target it had."""
         pipeline = self.owner(f"remove alias {name!r}")
+        _require_fence(pipeline, name, fence)
         now = utcnow()
         with self.tx() as conn:
             row = _alias_row(conn, pipeline, name)

@@ -22,7 +22,8 @@ def test_dev_finds_its_instance_and_the_dg_project() -> None:
 
 def test_dev_instance_holds_pooled_runs_in_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The dev instance as `runtime-ops dev` makes it (DAGSTER_HOME holding a copy): a backfill's partition runs
-    wait in the run queue for a slot of their pool, below the run limit, instead of in started processes."""
+    wait in the run queue for a slot of their pool, below the run limit, instead of in started processes; a pool
+    nobody set a limit for (each pipeline's lifecycle pool) admits one run at a time."""
     import dagster as dg
     from dagster._core.instance.config import PoolGranularity
     from dagster._core.run_coordinator import QueuedRunCoordinator
@@ -34,7 +35,7 @@ def test_dev_instance_holds_pooled_runs_in_the_queue(tmp_path: Path, monkeypatch
         config = instance.get_concurrency_config()
         assert config.pool_config.pool_granularity == PoolGranularity.RUN
         assert config.run_queue_config is not None
-        assert config.pool_config.default_pool_limit == 2 < config.run_queue_config.max_concurrent_runs
+        assert config.pool_config.default_pool_limit == 1 < config.run_queue_config.max_concurrent_runs
 
 
 def test_every_command_group_is_registered() -> None:
