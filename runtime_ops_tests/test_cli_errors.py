@@ -164,3 +164,38 @@ def test_a_sqlite_url_in_a_missing_folder_is_refused_and_nothing_is_created(tmp_
     line = one_line_error(done)
     assert "RUNTIME_OPS_DATABASE_URL" in line and f"{typo.parent} of the SQLite file" in line and "mkdir" in line
     assert not typo.parent.exists() and not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        pytest.param(["bogus"], "invalid choice: 'bogus'", id="unknown-command"),
+        pytest.param(["audit", "verify", "--bogus"], "unrecognized arguments: --bogus", id="unknown-option"),
+        pytest.param(["approvals", "approve"], "runtime-ops approvals approve: the following arguments", id="missing"),
+    ],
+)
+def test_an_argument_mistake_is_one_line_naming_where_the_usage_is(tmp_path: Path, args: list[str], says: str) -> None:
+    line = one_line_error(cli(*args, cwd=tmp_path, RUNTIME_OPS_HOME=str(tmp_path / "home")))
+    assert says in line and "--help`" in line, line
+
+
+def test_serve_on_an_address_in_use_is_one_line_and_a_failing_status(tmp_path: Path) -> None:
+    """The ops API binds its address before it starts: an address in use is refused in one line (exit 2), not a
+    started-and-stopped application with uvicorn's error in the log and status 0."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli(
+            "serve",
+            "--port",
+            str(port),
+            cwd=tmp_path,
+            RUNTIME_OPS_HOME=str(tmp_path / "home"),
+            RUNTIME_OPS_APPROVERS="U1",
+        )
+    line = one_line_error(done)
+    assert f"cannot listen on 127.0.0.1:{port}" in line and "in use" in line, line
+    assert "startup" not in done.stdout + done.stderr  # refused before the application started

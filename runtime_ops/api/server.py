@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from runtime_ops.errors import UserError
 from runtime_ops.settings import Settings
 
 log = logging.getLogger("runtime_ops.api.server")
@@ -108,7 +110,30 @@ def server_config(app: Any, settings: Settings, *, host: str, port: int, **optio
     return uvicorn.Config(app, host=host, port=port, http=read_deadlines(settings), proxy_headers=False, **options)
 
 
-def serve(app: Any, settings: Settings, *, host: str, port: int, log_level: str) -> None:
+def serve(app: Any, settings: Settings, sock: socket.socket, *, log_level: str) -> None:
+    """Serve `app` on `sock` (from `listen`, bound before the app was made)."""
+    host, port = sock.getsockname()[:2]
     # log_config=None: uvicorn keeps its hands off logging; its loggers go through ours (configured by the CLI).
     config = server_config(app, settings, host=host, port=port, log_level=log_level, access_log=False, log_config=None)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+class AddressUnavailable(UserError):
+    """The ops API's address cannot be listened on (in use, not this machine's, not allowed)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the app is made: an address in use is one line and a failing status, not
+    an application (and its state store) started and stopped again with uvicorn's error in the log and status 0."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise AddressUnavailable(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host/--port or stop what "
+            "listens there"
+        ) from None
+    sock.set_inheritable(True)
+    return sock

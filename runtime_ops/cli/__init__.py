@@ -10,13 +10,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from runtime_ops.cli import approvals, audit, dev, keys, local
 from runtime_ops.errors import UserError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own mistakes (an unknown command, a missing or bad argument) as one line, like every other
+    mistake, with where to read the usage; subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="runtime-ops", description=(__doc__ or "").split("\n\n")[0])
+    parser = _Parser(prog="runtime-ops", description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for commands in (approvals, audit, keys, local, dev):
         commands.register(sub)

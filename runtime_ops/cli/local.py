@@ -15,12 +15,13 @@ from runtime_ops.settings import get_settings
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from runtime_ops.api.app import create_app
-    from runtime_ops.api.server import serve
+    from runtime_ops.api.server import listen, serve
 
     settings = get_settings()
+    sock = listen(args.host, args.port)
     app = create_app(settings)
     instance.record("serve")
-    serve(app, settings, host=args.host, port=args.port, log_level=args.log_level)
+    serve(app, settings, sock, log_level=args.log_level)
     return 0
 
 
