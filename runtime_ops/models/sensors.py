@@ -179,26 +179,25 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         running = active_lifecycle_run(context.instance, spec.name)
         if running:
             return dg.SkipReason(f"waiting for lifecycle run {running} to finish")
+
+        def retrain(trigger: str, key: str, reason: str) -> dg.RunRequest:
+            context.log.info(f"retrain ({trigger}): {reason}; run key {key}")
+            return dg.RunRequest(
+                job_name=train_job.name, run_key=key, tags={RETRAIN_TRIGGER_TAG: trigger, RETRAIN_KEY_TAG: key}
+            )
+
         latest = store.registry.latest_model()
         switched = embedder_switch(spec.embedder, latest)
         if switched:
             revision = store.ledger.corpus_revision()
-            key = f"retrain:embedder:{spec.embedder.kind}:rev{revision}"
-            context.log.info(f"retrain (embedder): {switched}; run key {key}")
-            return dg.RunRequest(
-                job_name=train_job.name, run_key=key, tags={RETRAIN_TRIGGER_TAG: "embedder", RETRAIN_KEY_TAG: key}
-            )
+            return retrain("embedder", f"retrain:embedder:{spec.embedder.kind}:rev{revision}", switched)
         try:
             rechunked = chunking_switch(store, spec, latest)
         except ValueError as exc:  # the declared model is not on this host, or a window it cannot read
             return dg.SkipReason(f"the declared chunking cannot be resolved: {exc}")
         if rechunked:
             revision = store.ledger.corpus_revision()
-            key = f"retrain:chunking:{declared_digest(spec)[:16]}:rev{revision}"
-            context.log.info(f"retrain (chunking): {rechunked}; run key {key}")
-            return dg.RunRequest(
-                job_name=train_job.name, run_key=key, tags={RETRAIN_TRIGGER_TAG: "chunking", RETRAIN_KEY_TAG: key}
-            )
+            return retrain("chunking", f"retrain:chunking:{declared_digest(spec)[:16]}:rev{revision}", rechunked)
         policy = retrain_policy(spec.retrain, trainable=spec.embedder.trainable)
         facts = retrain_facts(store, policy)
         decision = should_retrain(policy, facts)
@@ -207,11 +206,6 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         if decision.trigger in ("alert", "manual") and facts.request is not None:
             # Consumed once, before the run is requested: a later tick in the same state decides anew.
             store.retraining.consume_request(facts.request.id, decision.key)
-        context.log.info(f"retrain ({decision.trigger}): {decision.reason}; run key {decision.key}")
-        return dg.RunRequest(
-            job_name=train_job.name,
-            run_key=decision.key,
-            tags={RETRAIN_TRIGGER_TAG: decision.trigger, RETRAIN_KEY_TAG: decision.key},
-        )
+        return retrain(decision.trigger, decision.key, decision.reason)
 
     return corpus_sensor
