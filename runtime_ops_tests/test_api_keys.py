@@ -28,7 +28,7 @@ from runtime_ops.store import SCOPES, ApiKey, StateStore, UnknownScope, open_sto
 from runtime_ops.store import schema as t
 from runtime_ops.store.api_keys import LAST_USED_EVERY, key_id_of, parse_scopes
 from runtime_ops.store.engine import engine_for
-from runtime_ops.store.migrate import _config, current_revision, head_revision, upgrade
+from runtime_ops.store.migrate import current_revision, downgrade, head_revision, upgrade
 from runtime_ops_tests.approvals_support import FakeClock
 
 KEY_RE = re.compile(r"rok_[0-9a-f]{8}_[A-Za-z0-9_\-]{43}")
@@ -392,12 +392,7 @@ def test_migrations_0010_and_0011_over_a_0009_database_with_data(db_url: str) ->
     new = store.api_keys.create("after-upgrade", ["read"])
     assert store.api_keys.verify(new.key) is not None
 
-    from alembic import command
-
-    cfg = _config()
-    with engine.connect() as conn, conn.begin():
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0009")
+    downgrade(engine, "0009")
     assert current_revision(engine) == "0009"
     with engine.begin() as conn:
         assert conn.execute(text("SELECT count(*) FROM retrain_requests")).scalar() == 1

@@ -120,22 +120,11 @@ def _hashes(store: StateStore) -> list[str]:
         return list(conn.execute(text("SELECT hash FROM audit_log ORDER BY id")).scalars())
 
 
-def _downgrade(engine: Any, revision: str) -> None:
-    from alembic import command
-
-    from runtime_ops.store.migrate import _config
-
-    cfg = _config()
-    with engine.connect() as conn, conn.begin():
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
     env: Any, request: pytest.FixtureRequest, tmp_path: Any, backend: str
 ) -> None:
-    from runtime_ops.store.migrate import current_revision, upgrade
+    from runtime_ops.store.migrate import current_revision, downgrade, upgrade
 
     url = f"sqlite:///{tmp_path / 'state.db'}" if backend == "sqlite" else str(request.getfixturevalue("postgres_url"))
     env(database_url=url, RUNTIME_OPS_AUDIT_KEY=KEY)
@@ -146,7 +135,7 @@ def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
     store.audit_log.append(event="note", actor="ops", channel="cli", detail={"what": "a global record"})
     keyed = _hashes(store)
 
-    _downgrade(store.engine, "0012")  # the log as 0012 wrote it: plain SHA-256, no key
+    downgrade(store.engine, "0012")  # the log as 0012 wrote it: plain SHA-256, no key
     unkeyed = _hashes(store)
     assert len(unkeyed) == len(keyed) >= 6 and not set(unkeyed) & set(keyed)
     upgrade(store.engine, "0013")
@@ -155,7 +144,7 @@ def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
     upgrade(store.engine)  # the records 0013 re-chained verify at the newest schema (which reads them)
     assert store.audit_log.verify().ok
 
-    _downgrade(store.engine, "0012")
+    downgrade(store.engine, "0012")
     with store.engine.begin() as conn:  # altered before the upgrade: 0013 must not bless it with the key
         altered = conn.execute(text("SELECT id FROM audit_log WHERE chain = :c AND seq = 2"), {"c": pending["id"]})
         altered = altered.scalar_one()

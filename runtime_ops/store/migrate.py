@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy import Engine, text
 
@@ -71,6 +72,15 @@ _MIGRATED: set[str] = set()
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Run the migrations up to `revision` under the migration lock (tests stop at an older one)."""
+    _migrate(engine, "upgrade", revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Undo the migrations above `revision` under the migration lock (tests and a rollback of a release)."""
+    _migrate(engine, "downgrade", revision)
+
+
+def _migrate(engine: Engine, direction: Literal["upgrade", "downgrade"], revision: str) -> None:
     from alembic import command
 
     with _migration_lock(engine):
@@ -85,7 +95,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 with conn.begin():
                     unbounded(conn)
                     cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, revision)
+                    if direction == "upgrade":
+                        command.upgrade(cfg, revision)
+                    else:
+                        command.downgrade(cfg, revision)
                     if sqlite:
                         broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
                         if broken:
