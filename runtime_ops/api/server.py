@@ -115,7 +115,12 @@ def serve(app: Any, settings: Settings, sock: socket.socket, *, log_level: str) 
     host, port = sock.getsockname()[:2]
     # log_config=None: uvicorn keeps its hands off logging; its loggers go through ours (configured by the CLI).
     config = server_config(app, settings, host=host, port=port, log_level=log_level, access_log=False, log_config=None)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on Ctrl-C, then raises the signal again for its caller: it is how an
+        # operator stops the server, not a failure (and not a traceback on their terminal).
+        log.info("the ops API stopped on Ctrl-C")
 
 
 class AddressUnavailable(UserError):
