@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from runtime_ops_tests import servers
+from runtime_ops_tests.seeded_corpora import CorpusTemplates
 from runtime_ops_tests.topology import Topology
 
 # The slowest files (minutes of waiting on subprocesses) are handed out first, so that under pytest-xdist (`make
@@ -84,6 +85,13 @@ def pgvector_url(pgvector_server: servers.PostgresServer) -> Iterator[str]:
     if not pgvector_server.running:
         pgvector_server.start()
     pgvector_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def corpus_templates(tmp_path_factory: pytest.TempPathFactory) -> CorpusTemplates:
+    """Synthetic corpora with trained lsa models, built once per session: `.postgres(server, chunks, seeds)` (a
+    context manager) and `.sqlite(path, chunks, seeds)` give a test its own copy (seeded_corpora.py)."""
+    return CorpusTemplates(tmp_path_factory.mktemp("corpora"))
 
 
 @pytest.fixture(scope="session")
