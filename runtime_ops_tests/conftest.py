@@ -16,12 +16,13 @@ from runtime_ops_tests.seeded_corpora import CorpusTemplates
 from runtime_ops_tests.topology import Topology
 
 # The slowest files (minutes of waiting on subprocesses) are handed out first, so that under pytest-xdist (`make
-# test`) no worker is left running one of them alone at the end while the other idles. The rest keep their order.
+# test`) no worker is left running one of them alone at the end while the other idles. The rest keep their order
+# (unit tests, the quickest, last).
 _SLOW_FIRST = (
-    "test_shadow_backfill.py",
     "test_dev_crash_recovery.py",
     "test_saga_crash.py",
     "test_faults.py",
+    "test_shadow_backfill.py",
     "test_topology_e2e.py",
     "test_dagster_ui_browser.py",
     "test_search_api.py",
@@ -30,8 +31,17 @@ _SLOW_FIRST = (
     "test_promotion_saga.py",
     "test_state_integrity.py",
     "test_alerts.py",
+    "test_embed_pass.py",
+    "test_shard_fill.py",
     "test_lifecycle.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.7+) hands out the files of `--dist loadfile` by how many tests each holds, most first, unless
+    # told not to: the slowest files, which hold one test each, would start last. Keep the order set below.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
