@@ -38,8 +38,8 @@ _SLOW_FIRST = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist (3.7+) hands out the files of `--dist loadfile` by how many tests each holds, most first, unless
-    # told not to: the slowest files, which hold one test each, would start last. Keep the order set below.
+    # pytest-xdist hands out the files of `--dist loadfile` by how many tests each holds, most first: the slowest
+    # files, which hold one test each, would start last. Since 3.8 (--no-loadscope-reorder) it can keep ours instead.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
