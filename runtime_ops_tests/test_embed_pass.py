@@ -4,12 +4,12 @@ the next pass finishes the rest (SQLite, the embedded store, and a real PostgreS
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from bench._synth import make_production, seed_corpus
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
 from runtime_ops.store import StateStore, open_store
@@ -41,13 +41,19 @@ def _stored(store: StateStore, version: int) -> dict[int, np.ndarray]:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def corpus(request, tmp_path):  # type: ignore[no-untyped-def]
-    url = f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    seed_corpus(url, CHUNKS)
-    version = make_production(url, embed=False)["production_version"]
-    store = open_store(url, pipeline="demo", migrate=False)
-    yield store, version
-    store.engine.dispose()
+def corpus(request, corpus_templates, tmp_path):  # type: ignore[no-untyped-def]
+    """A corpus of CHUNKS chunks and its production lsa model, a copy of one built once per session."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            seeded = corpus_templates.sqlite(tmp_path / "state.db", CHUNKS, (1,))
+        else:
+            seeded = stack.enter_context(
+                corpus_templates.postgres(request.getfixturevalue("postgres_server"), CHUNKS, (1,))
+            )
+        [version] = seeded.versions
+        store = open_store(seeded.url, pipeline="demo", migrate=False)
+        yield store, version
+        store.engine.dispose()
 
 
 def test_every_chunk_gets_its_own_vector_once(corpus) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +157,7 @@ def test_production_model_from_the_ui_while_a_candidate_waits_is_one_refused_run
     # Dagster decides about a retry when the run fails and records it on the run; none follows.
     decided = wait_for(lambda: topo.run(run_id).tags.get("dagster/will_retry"), 30, "the retry decision")
     assert decided.lower() == "false"
-    time.sleep(5)  # several passes of the daemon's retry loop (1 s here)
+    topo.wait_retry_handled(run_id)  # the daemon's retry loop has read the failure, and launched nothing
     assert topo.retries_of(run_id) == []
     asset_runs = topo.instance.get_runs(dg.RunsFilter(job_name="__ASSET_JOB"))
     assert [r.run_id for r in asset_runs] == [run_id]

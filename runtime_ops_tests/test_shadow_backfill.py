@@ -7,6 +7,10 @@ The backfill of shadow_embeddings' 8 partitions is launched as the UI launches o
 time. One run's worker is SIGKILLed after it has committed part of its shard: Dagster's run retry resumes it and
 embeds only the rest. While a shard is missing the candidate's index is refused (a promotion would be too); once
 every partition is done the index is complete, and bringing it up to date embeds nothing.
+
+The run to kill is held after its first committed page by a `once:` failpoint (the first worker to commit a page
+waits there; every other run, and the retry, goes through): the test kills it there, whatever the machine's speed,
+and no other run is slowed down.
 """
 
 from __future__ import annotations
@@ -25,10 +29,14 @@ from runtime_ops.store import open_store
 from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.fencing import set_fenced
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.topology import process_tree, wait_for
 
 SHARDS = 8
 CHUNKS = SHARDS * 2600  # three pages of EMBED_BATCH per shard
+# The models are trained on a sample of the corpus, as `embedder.train_sample` bounds it: this test is about the
+# backfill, not the models' quality, and the whole corpus would take most of its time to train on (twice).
+TRAIN_SAMPLE = 2000
+FAILPOINT = "embeddings.batch"
 ASSET = ["demo", "shadow_embeddings"]
 POOLS = """
 concurrency:
@@ -65,54 +73,57 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
 ) -> None:
     env(database_url=pgvector_url, RUNTIME_OPS_VECTOR_STORE=pgvector_url)
     seed_corpus(pgvector_url, CHUNKS)
-    production = make_production(pgvector_url, seed=1, embed=False)["production_version"]
-    candidate = make_production(pgvector_url, seed=2, embed=False)["production_version"]
+    production = make_production(pgvector_url, seed=1, embed=False, train_sample=TRAIN_SAMPLE)["production_version"]
+    candidate = make_production(pgvector_url, seed=2, embed=False, train_sample=TRAIN_SAMPLE)["production_version"]
     store = open_store(pgvector_url, pipeline="demo", migrate=False)
     set_fenced(store, "production", production)
     store.registry.set_alias("candidate", candidate, actor="test")
     vectors = open_vector_store(pgvector_url)
 
-    # Each committed page pauses the worker: time to see a shard half done and kill its run there.
-    topo = topology(RUNTIME_OPS_FAILPOINTS="embeddings.batch=sleep:1.5")
+    # The first worker to commit a page waits there (a marker file in `markers` names its pid) until it is killed.
+    markers = tmp_path / "failpoints"
+    markers.mkdir()
+    topo = topology(RUNTIME_OPS_FAILPOINTS=f"{FAILPOINT}=once:sleep:600", RUNTIME_OPS_FAILPOINT_DIR=str(markers))
     with (topo.home / "dagster.yaml").open("a") as f:
         f.write(POOLS)
     # The pool's limit set as an operator does (`dagster instance concurrency set`): a limit that only comes from
     # `default_limit` is created by the daemon's first dequeue of the pool, which does not enforce it yet (Dagster
     # 1.13 reads the configured pools before it initialises the new one), so a first backfill would start them all.
-    subprocess.run(
+    # It runs while the code server loads; the daemon starts after it.
+    limit = subprocess.Popen(
         [str(Path(sys.executable).parent / "dagster"), "instance", "concurrency", "set", "runtime_ops_embedding", "2"],
         env=topo.environ,
-        check=True,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     topo.start_code_server()
     topo.set_sensors(running=set())
-    topo.start_daemon()
     topo.start_webserver()
+    assert limit.wait(timeout=120) == 0, limit.stdout.read() if limit.stdout else ""
 
     keys = [Shard(i, SHARDS).key for i in range(SHARDS)]
     params = {"partitionNames": keys, "assetSelection": [{"path": ASSET}], "fromFailure": False}
     launched = topo.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
     backfill_id = launched["backfillId"]
+    # Started after the launch, the daemon's backfill loop (one pass every 30 s) takes the backfill on its first pass.
+    topo.start_daemon()
 
     def backfill_runs() -> list[Any]:
         return topo.instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
 
-    # The first partition run to embed: killed once its shard is part-way embedded (a page or two committed).
-    def half_done() -> tuple[Any, Shard, int] | None:
-        for run in backfill_runs():
-            if run.status.value != "STARTED":
-                continue
-            shard = Shard(int(run.tags["dagster/partition"]), SHARDS)
-            counts = store.embeddings.embedding_counts(candidate, shard=shard)
-            if 0 < counts["embedded"] < counts["current_chunks"]:
-                return run, shard, counts["current_chunks"]
-        return None
+    # The first partition run to commit a page: the one whose worker's process tree holds the marker's pid.
+    def holding() -> Any:
+        if not (markers / FAILPOINT).exists() or not (pid := (markers / FAILPOINT).read_text()):
+            return None
+        started = [run for run in backfill_runs() if run.status.value == "STARTED"]
+        return next((run for run in started if int(pid) in process_tree(topo.worker_pid(run.run_id))), None)
 
-    victim, shard, shard_chunks = wait_for(half_done, 240, "a partition run half-way through its shard", 0.1)
+    victim = wait_for(holding, 240, f"a partition run waiting at {FAILPOINT} after its first page")
+    shard = Shard(int(victim.tags["dagster/partition"]), SHARDS)
     topo.kill_worker(victim.run_id)
-    kept = store.embeddings.embedding_counts(candidate, shard=shard)["embedded"]
+    counts = store.embeddings.embedding_counts(candidate, shard=shard)
+    shard_chunks, kept = counts["current_chunks"], counts["embedded"]
     assert 0 < kept < shard_chunks
 
     # Not complete, so not promotable: the refusal names the missing partitions, the killed one among them.
@@ -127,7 +138,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
     # Dagster's run retry (a worker that died, not a step that failed) resumes the killed partition.
     failed = topo.wait_for_run(victim.run_id, timeout=120)
     assert failed.status.value == "FAILURE"
-    resumed = topo.final_run(victim.run_id, timeout=300)
+    resumed = topo.final_run(victim.run_id, timeout=600)  # its retry queues behind the partitions not yet run
     assert resumed.status.value == "SUCCESS" and resumed.tags.get("dagster/parent_run_id") == victim.run_id
 
     def all_materialized() -> bool:

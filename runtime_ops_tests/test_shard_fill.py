@@ -5,6 +5,7 @@ of another shard count is refused."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench._synth import make_production, seed_corpus
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.locks.factory import locker_for
 from runtime_ops.serving.shards import fill_shard
@@ -22,6 +22,7 @@ from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.base import IndexName, VectorStore
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.fencing import set_fenced
+from runtime_ops_tests.seeded_corpora import CorpusTemplates
 
 CHUNKS = 2500
 SHARDS = 4
@@ -41,19 +42,25 @@ class Failing:
 
 
 @pytest.fixture(params=["sqlite+lance", "postgresql+pgvector"])
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[StateStore, VectorStore, str, int]]:
-    if request.param == "sqlite+lance":
-        url, vector_url = f"sqlite:///{tmp_path / 'state.db'}", f"lance:///{tmp_path / 'vectors'}"
-    else:
-        url = vector_url = request.getfixturevalue("pgvector_url")
-    seed_corpus(url, CHUNKS)
-    production = make_production(url, seed=1, embed=False)["production_version"]
-    candidate = make_production(url, seed=2, embed=False)["production_version"]
-    store = open_store(url, pipeline="demo", migrate=False)
-    set_fenced(store, "production", production)
-    store.registry.set_alias("candidate", candidate, actor="test")
-    yield store, open_vector_store(vector_url), url, candidate
-    store.engine.dispose()
+def world(
+    request: pytest.FixtureRequest, corpus_templates: CorpusTemplates, tmp_path: Path
+) -> Iterator[tuple[StateStore, VectorStore, str, int]]:
+    """A corpus of CHUNKS chunks with two lsa models (seeds 1 and 2: production and candidate), a copy of one
+    built once per session (seeded_corpora.py)."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite+lance":
+            corpus = corpus_templates.sqlite(tmp_path / "state.db", CHUNKS, (1, 2))
+            url, vector_url = corpus.url, f"lance:///{tmp_path / 'vectors'}"
+        else:
+            server = request.getfixturevalue("pgvector_server")
+            corpus = stack.enter_context(corpus_templates.postgres(server, CHUNKS, (1, 2)))
+            url = vector_url = corpus.url
+        production, candidate = corpus.versions
+        store = open_store(url, pipeline="demo", migrate=False)
+        set_fenced(store, "production", production)
+        store.registry.set_alias("candidate", candidate, actor="test")
+        yield store, open_vector_store(vector_url), url, candidate
+        store.engine.dispose()
 
 
 def _fill(store: StateStore, vectors: VectorStore, url: str, version: int, shard: int, **kw: Any) -> Any:

@@ -89,6 +89,7 @@ load_from:
 """
 
 FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
+WILL_RETRY_TAG = "dagster/will_retry"  # set on a run as it fails: whether the daemon will retry it
 
 
 class TopologyError(RuntimeError):
@@ -348,10 +349,11 @@ class Topology:
         proc = self._procs.pop(name, None)
         if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.popen.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.popen.wait(timeout=grace)
+        if grace > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=grace)
         # The group (run workers and their step processes included) goes, whether or not the leader obeyed.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.popen.pid, signal.SIGKILL)
@@ -359,13 +361,16 @@ class Topology:
             proc.popen.wait(timeout=10)
 
     def stop(self) -> None:
-        """Stop every process (daemon first, so it launches nothing more) and drop Dagster's database."""
+        """Kill every process (daemon first, so it launches nothing more) and drop Dagster's database.
+
+        SIGKILL at once, not SIGTERM and a grace period: nothing a process does on its way out is checked here,
+        and the code server and the webserver each sit out the whole grace period (3 s apiece per test)."""
         if self._workspace_ctx is not None:
             with contextlib.suppress(Exception):
                 self._workspace_ctx.__exit__(None, None, None)
             self._workspace_ctx = None
         for name in ("daemon", *list(self._procs)):
-            self._kill(name)
+            self._kill(name, grace=0)
         with contextlib.suppress(Exception):
             self._exit.close()
         self._instance = None
@@ -469,21 +474,53 @@ class Topology:
         except TimeoutError as exc:
             raise TopologyError(f"{exc}{self.log_tails(['daemon', 'code_server'])}") from None
 
+    def wait_retry_handled(self, run_id: str, timeout: float = 60) -> None:
+        """Returns once the daemon's run-retry loop (its event log consumer) has read the failure of `run_id`: a
+        retry it launches for it exists by then, and none comes after (its cursor, saved once a pass's retries are
+        submitted, is past the failure's event)."""
+        from dagster import DagsterEventType
+        from dagster._daemon.auto_run_reexecution.event_log_consumer import _create_cursor_key
+
+        records = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_FAILURE).records
+        assert records, f"run {run_id} has not failed"
+        key = _create_cursor_key(DagsterEventType.RUN_FAILURE)
+
+        def handled() -> bool:
+            cursor = self.instance.daemon_cursor_storage.get_cursor_values({key}).get(key)
+            return cursor is not None and int(cursor) >= records[-1].storage_id
+
+        self._wait(handled, timeout, f"the daemon's retry loop past the failure of run {run_id}")
+
     def final_run(self, run_id: str, timeout: float = 180) -> Any:
-        """Follow `run_id` through its retries until one finishes without a further retry; that run."""
+        """Follow `run_id` through its retries until one finishes without a further retry; that run.
+
+        Whether a failed run is retried is Dagster's decision, recorded on the run as it fails (tag
+        `dagster/will_retry`, re-tagged "false" by the daemon when it gives up): the retry is awaited while that
+        tag says "true", however long the daemon takes to launch it, and a run it says "false" of is final."""
         deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(1.0, deadline - time.monotonic())
+
         while True:
-            run = self.wait_for_run(run_id, timeout=max(1.0, deadline - time.monotonic()))
-            if run.status.value == "SUCCESS":
+            run = self.wait_for_run(run_id, timeout=left())
+            if run.status.value != "FAILURE":
                 return run
-            retries = self.retries_of(run_id)
-            if not retries:
-                # A failed run is retried within the event log consumer's interval, unless its tags forbid it.
-                with contextlib.suppress(TopologyError):
-                    retries = [self.wait_for_retry(run_id, timeout=min(15.0, max(1.0, deadline - time.monotonic())))]
-            if not retries:
-                return run
-            run_id = retries[-1].run_id
+
+            def retry_or_final(failed: str = run_id) -> Any:
+                retries = self.retries_of(failed)
+                if retries:
+                    return retries[-1]
+                will_retry = (self.run(failed).tags.get(WILL_RETRY_TAG) or "").lower()
+                return self.run(failed) if will_retry == "false" else None
+
+            try:
+                following = wait_for(retry_or_final, left(), f"a retry of run {run_id}, or Dagster's word of none")
+            except TimeoutError as exc:
+                raise TopologyError(f"{exc}{self.log_tails(['daemon', 'code_server'])}") from None
+            if following.run_id == run_id:
+                return following
+            run_id = following.run_id
 
     def events(self, run_id: str) -> list[Any]:
         return list(self.instance.all_logs(run_id))
