@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +62,12 @@ def _shoot(page: Page, name: str) -> None:
 def _catalog_statuses(page: Page, url: str) -> dict[str, str]:
     """Asset name -> the text of its catalog row (description, code location, status), for the pipeline's assets."""
     text = _open(page, f"{url}/assets", "demo / retrieval_index")
+    # A partitioned asset's counts load after the rows ("- partitions" until then; late on a loaded machine): the
+    # rows are read once every count has arrived.
+    deadline = time.monotonic() + 60
+    while "- partitions" in text and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+        text = page.inner_text("main") if page.locator("main").count() else page.inner_text("body")
     # Each row starts with "demo / <asset>" (twice: the link and its label) and runs to the next row's start.
     parts = re.split(r"(?:^|\n)demo / (\w+)\n(?:demo / \1\n)?", text)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
