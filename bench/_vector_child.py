@@ -97,7 +97,7 @@ def _land(store: Any) -> tuple[list[str], list[int]]:
     import hashlib
     from datetime import UTC, datetime
 
-    from runtime_ops.store.ledger import NewObject
+    from runtime_ops.store.corpus.ledger import NewObject
 
     docs = []
     for i, (_, texts, title) in enumerate(_texts(NEW_DOCS * 10, seed=99)):

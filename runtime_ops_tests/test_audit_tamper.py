@@ -15,7 +15,7 @@ from runtime_ops.decisions.decide import decide
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.chain import record_hash
+from runtime_ops.store.approvals.chain import record_hash
 from runtime_ops.store.engine import utcnow
 from runtime_ops_tests.approvals_support import open_pending
 

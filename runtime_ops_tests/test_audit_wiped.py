@@ -19,7 +19,7 @@ from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import SettingsError, get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops.store.chain import GENESIS, GLOBAL_CHAIN, key_id
+from runtime_ops.store.approvals.chain import GENESIS, GLOBAL_CHAIN, key_id
 from runtime_ops.store.engine import utcnow
 from runtime_ops_tests.approvals_support import open_pending
 

@@ -14,7 +14,7 @@ from bench._synth import make_production, seed_corpus
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
 from runtime_ops.observability.metrics import parse_metrics
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.indexes import Backfill
+from runtime_ops.store.serving.indexes import Backfill
 
 FAMILIES = ("runtime_ops_index_shards_planned", "runtime_ops_index_shards_filled")
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

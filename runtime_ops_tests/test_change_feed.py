@@ -47,7 +47,7 @@ def test_seqs_follow_commit_order_under_concurrent_writers_on_postgresql(postgre
     first = _ingest(store, "first.md", "v1")
     # Writer A takes the next seq and holds its transaction open; writer B must wait for A's commit before it
     # gets a seq, so no reader can see B's change while A's lower one is still invisible.
-    from runtime_ops.store.changes import append_changes
+    from runtime_ops.store.corpus.changes import append_changes
 
     holding = threading.Event()
     release = threading.Event()

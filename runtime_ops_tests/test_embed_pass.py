@@ -13,7 +13,7 @@ import pytest
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 
 CHUNKS = EMBED_BATCH * 5 + 37  # six pages, the last one short
 

@@ -26,7 +26,7 @@ import dagster as dg
 from bench._synth import make_production, seed_corpus
 from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, incomplete_backfill
 from runtime_ops.store import open_store
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.fencing import set_fenced
 from runtime_ops_tests.topology import process_tree, wait_for

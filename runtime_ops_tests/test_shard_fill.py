@@ -18,7 +18,7 @@ from runtime_ops.locks.factory import locker_for
 from runtime_ops.serving.shards import fill_shard
 from runtime_ops.serving.vector_index import IndexIncomplete, fill_index, incomplete_backfill
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 from runtime_ops.vectors.base import IndexName, VectorStore
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.fencing import set_fenced

@@ -21,7 +21,7 @@ from runtime_ops.models.promotion import StoreJournal, promotion_steps
 from runtime_ops.saga.engine import run
 from runtime_ops.serving.index_alias import serve_production
 from runtime_ops.store import StateStore
-from runtime_ops.store.alerts import rollback_digest
+from runtime_ops.store.operations.alerts import rollback_digest
 from runtime_ops.vectors.base import VectorStore
 
 ROLLBACK_ACTOR_PREFIX = "rollback:"

@@ -19,30 +19,30 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import integrity
-from runtime_ops.store.alerts import Alerts
-from runtime_ops.store.answers import Answers
-from runtime_ops.store.api_keys import ApiKeys
-from runtime_ops.store.artifacts import Artifacts
-from runtime_ops.store.audit import Audit, create_settings_key
-from runtime_ops.store.changes import CorpusChanges
-from runtime_ops.store.deadlines import Deadlines
-from runtime_ops.store.documents import Documents
-from runtime_ops.store.effects import Effects
-from runtime_ops.store.embeddings import Embeddings
+from runtime_ops.store.approvals.audit import Audit, create_settings_key
+from runtime_ops.store.approvals.deadlines import Deadlines
+from runtime_ops.store.approvals.notifications import Notifications
+from runtime_ops.store.approvals.requests import Requests
+from runtime_ops.store.approvals.votes import Votes
+from runtime_ops.store.corpus.changes import CorpusChanges
+from runtime_ops.store.corpus.documents import Documents
+from runtime_ops.store.corpus.embeddings import Embeddings
+from runtime_ops.store.corpus.ledger import Ledger
+from runtime_ops.store.corpus.profiles import ChunkingProfiles
 from runtime_ops.store.engine import engine_for, tx
-from runtime_ops.store.evaluations import Evaluations
-from runtime_ops.store.indexes import Indexes
-from runtime_ops.store.ledger import Ledger
-from runtime_ops.store.metrics import Metrics
 from runtime_ops.store.migrate import head_revision, upgrade_to_head
-from runtime_ops.store.notifications import Notifications
-from runtime_ops.store.profiles import ChunkingProfiles
-from runtime_ops.store.registry import Registry
-from runtime_ops.store.requests import Requests
-from runtime_ops.store.retraining import Retraining
-from runtime_ops.store.sagas import Sagas
+from runtime_ops.store.operations.alerts import Alerts
+from runtime_ops.store.operations.api_keys import ApiKeys
+from runtime_ops.store.operations.effects import Effects
+from runtime_ops.store.operations.metrics import Metrics
+from runtime_ops.store.operations.retraining import Retraining
+from runtime_ops.store.operations.sagas import Sagas
+from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.evaluations import Evaluations
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.store.scope import DEFAULT_PIPELINE
-from runtime_ops.store.votes import Votes
+from runtime_ops.store.serving.answers import Answers
+from runtime_ops.store.serving.indexes import Indexes
 
 
 def open_store(

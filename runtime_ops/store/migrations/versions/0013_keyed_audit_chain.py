@@ -21,14 +21,14 @@ depends_on = None
 
 
 def _unkeyed(prev_hash: str, record: dict) -> str:  # type: ignore[type-arg]
-    from runtime_ops.store.chain import canonical
+    from runtime_ops.store.approvals.chain import canonical
 
     return hashlib.sha256(f"{prev_hash}\n{canonical(record)}".encode()).hexdigest()
 
 
 def _rechain(keyed: bool) -> None:
-    from runtime_ops.store.audit import create_settings_key, settings_key
-    from runtime_ops.store.chain import GENESIS, GLOBAL_CHAIN, record_hash
+    from runtime_ops.store.approvals.audit import create_settings_key, settings_key
+    from runtime_ops.store.approvals.chain import GENESIS, GLOBAL_CHAIN, record_hash
 
     from runtime_ops.store.tables.base import UTCDateTime
 

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, insert, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from runtime_ops.store import audit_coverage
-from runtime_ops.store import chain as chain_mod
 from runtime_ops.store import schema as t
+from runtime_ops.store.approvals import audit_coverage
+from runtime_ops.store.approvals import chain as chain_mod
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository
 

@@ -13,11 +13,11 @@ from sqlalchemy.engine import Connection
 
 from runtime_ops.policies.approvals import authorise, tally
 from runtime_ops.store import schema as t
-from runtime_ops.store.audit import Audit
+from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.requests import OPEN, Requests
+from runtime_ops.store.approvals.writebatch import WriteBatch
 from runtime_ops.store.engine import upsert, utcnow
-from runtime_ops.store.requests import OPEN, Requests
 from runtime_ops.store.scope import Repository
-from runtime_ops.store.writebatch import WriteBatch
 
 _R, _V = t.approval_requests, t.approval_votes
 
