@@ -53,7 +53,7 @@ def test_retention_collects_old_versions_but_never_production_or_its_rollback_ta
     )
     env(database_url=postgres_url, RUNTIME_OPS_PIPELINES_DIR=str(pipelines), **NEEDS_A_HUMAN)
     flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline=PIPELINE)
-    store = open_store(get_settings().resolved_database_url, pipeline=PIPELINE)
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline=PIPELINE)
     vectors = pipeline_vectors(get_spec(PIPELINE))
 
     write_own_corpus(landing, 60)

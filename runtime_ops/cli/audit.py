@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime_ops.cli.common import state_store
-from runtime_ops.settings import SettingsError
+from runtime_ops.settings import SettingsError, get_settings
 
 if TYPE_CHECKING:
     from runtime_ops.approvals.anchors import AnchorSink
@@ -30,7 +30,7 @@ def _key(sink: AnchorSink) -> bytes | None:
     from runtime_ops.store.approvals.audit import settings_key
 
     try:
-        return settings_key()
+        return settings_key(get_settings())
     except SettingsError as exc:
         print(f"error: {exc}{_anchored_key_id(sink)}", file=sys.stderr)
         return None
