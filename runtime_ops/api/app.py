@@ -184,7 +184,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         link_secret=link_secret,
         announcer=announcer,
         slack_signature=signature,
-        refusals=Refusals(store, now, shared=_shared_buckets(settings)),
+        refusals=Refusals(store.audit_log, now, shared=_shared_buckets(settings)),
     )
 
 

@@ -74,6 +74,12 @@ class Votes(Repository):
             q = select(_V).join(_R, _R.c.id == _V.c.request_id).where(mine)
             return [dict(r._mapping) for r in conn.execute(q.order_by(_V.c.id))]
 
+    def link_use(self, nonce: str) -> dict[str, Any] | None:
+        """The use of the signed link `nonce` (when and for what it decided), or None: it was never used."""
+        with self.tx() as conn:
+            row = conn.execute(select(t.link_uses).where(t.link_uses.c.nonce == nonce)).first()
+            return dict(row._mapping) if row else None
+
     # ------------------------------------------------------------------ decisions
     def cast_vote(
         self,
