@@ -55,6 +55,7 @@ def timed(work: Path) -> dict[str, Any]:
     from runtime_ops.components.build import build_pipeline_defs
     from runtime_ops.components.loading import get_spec
     from runtime_ops.resources.state import StateStoreResource
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 
     ok, missing = evaluation_available()
@@ -89,7 +90,7 @@ def timed(work: Path) -> dict[str, Any]:
         keep = ("train_seconds", "fitted_on_chunks", "gating_questions", "evaluation_seconds", "verdict", "seconds",
                 "chunks", "version")  # fmt: skip
         meta[m.asset_key.path[-1]] = {k: getattr(v, "value", v) for k, v in m.metadata.items() if k in keep}
-    store = open_store(url, pipeline=PIPELINE)
+    store = open_store(url, get_settings(), pipeline=PIPELINE)
     candidate = store.registry.alias("candidate")
     instance.dispose()
     return {

@@ -81,11 +81,12 @@ def seed_corpus(url: str, n_chunks: int, *, seed: int = 7, pipeline: str = PIPEL
     """Create and migrate the state store at `url` and fill it with `n_chunks` current chunks (bulk inserts)."""
     from sqlalchemy import insert
 
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.store import schema as t
     from runtime_ops.store.engine import utcnow
 
-    store = open_store(url, pipeline=pipeline)
+    store = open_store(url, get_settings(), pipeline=pipeline)
     now = utcnow()
     batch_id = f"{pipeline}-bench-000001"
     docs: list[dict[str, Any]] = []
@@ -171,11 +172,12 @@ def make_production(
     from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
     from runtime_ops.embedders.sampling import bounded_sample
     from runtime_ops.serving.indexing import embed_missing
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops_tests.fencing import set_fenced
 
     spec = get_spec(pipeline)
-    store = open_store(url, pipeline=pipeline)
+    store = open_store(url, get_settings(), pipeline=pipeline)
     e = spec.embedder
     params = EmbedderParams(dim=e.dim, max_features=e.max_features, seed=seed)
     limit = train_sample or e.train_sample
@@ -220,10 +222,11 @@ def make_pretrained_production(
     from runtime_ops.embedders.lsa import digest
     from runtime_ops.embedders.reference import reference_bytes
     from runtime_ops.embedders.registry import _sentence_model  # pyright: ignore[reportPrivateUsage]  # one instance per process
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops_tests.fencing import set_fenced
 
-    store = open_store(url, pipeline=pipeline)
+    store = open_store(url, get_settings(), pipeline=pipeline)
     embedder = _sentence_model(model, 64)
     identity = embedder.identity()  # pyright: ignore[reportAttributeAccessIssue]  # pretrained kinds have it
     data = reference_bytes(identity)

@@ -41,6 +41,7 @@ def _rss_mb() -> float:
 
 def setup(state_url: str, vector_url: str, n: int) -> dict[str, Any]:
     from runtime_ops.serving.vector_index import fill_index
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.vectors.base import IndexName
     from runtime_ops.vectors.factory import open_vector_store
@@ -50,7 +51,7 @@ def setup(state_url: str, vector_url: str, n: int) -> dict[str, Any]:
     text = min(n, TEXT_MAX)
     seeded = seed_corpus(state_url, text)
     prod = make_production(state_url, embed=True, train_sample=10_000)
-    store = open_store(state_url, pipeline=PIPELINE, migrate=False)
+    store = open_store(state_url, get_settings(), pipeline=PIPELINE, migrate=False)
     vectors = open_vector_store(vector_url)
     version = int(prod["production_version"])
     t1 = time.perf_counter()
@@ -97,7 +98,7 @@ def _land(store: Any) -> tuple[list[str], list[int]]:
     import hashlib
     from datetime import UTC, datetime
 
-    from runtime_ops.store.ledger import NewObject
+    from runtime_ops.store.corpus.ledger import NewObject
 
     docs = []
     for i, (_, texts, title) in enumerate(_texts(NEW_DOCS * 10, seed=99)):
@@ -126,11 +127,12 @@ def _land(store: Any) -> tuple[list[str], list[int]]:
 def timed(state_url: str, vector_url: str) -> dict[str, Any]:
     from runtime_ops.embedders.registry import load_embedder
     from runtime_ops.serving.vector_index import sync_index
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.vectors.base import IndexName
     from runtime_ops.vectors.factory import open_vector_store
 
-    store = open_store(state_url, pipeline=PIPELINE, migrate=False)
+    store = open_store(state_url, get_settings(), pipeline=PIPELINE, migrate=False)
     vectors = open_vector_store(vector_url)
     version = int(store.registry.alias("production") or 0)
     embedder = load_embedder(store, version)

@@ -64,11 +64,12 @@ def _prepare(database_url: str, n_clicks: int) -> tuple[list[str], list[str], st
     from sqlalchemy import update
 
     from runtime_ops.policies.approvals import RequestPolicy
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.store import schema as t
     from runtime_ops_tests.approvals_support import open_pending
 
-    store = open_store(database_url)
+    store = open_store(database_url, get_settings())
     approvers = [_user(i) for i in range(math.ceil(n_clicks / PENDING_REQUESTS) + 1)]
     # required_approvals = every approver: no click in the run decides a request, so each one takes the
     # full "vote counted" path (authorise, insert vote, tally, audit record) and none is refused.
@@ -123,9 +124,10 @@ def _statements_per_click(database_url: str, request_id: str, actor: str) -> dic
     """One click's `cast_vote`, in this process, counting the SQL statements it sends (pool ping excluded)."""
     from sqlalchemy import event
 
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 
-    store = open_store(database_url, migrate=False)
+    store = open_store(database_url, get_settings(), migrate=False)
     statements: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -144,10 +146,11 @@ def _statements_per_click(database_url: str, request_id: str, actor: str) -> dic
 def _outcomes(database_url: str) -> dict[str, Any]:
     from sqlalchemy import func, select
 
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.store import schema as t
 
-    store = open_store(database_url, migrate=False)
+    store = open_store(database_url, get_settings(), migrate=False)
     with store.tx() as conn:
         rows = conn.execute(
             select(t.interaction_deliveries.c.outcome, func.count()).group_by(t.interaction_deliveries.c.outcome)

@@ -56,11 +56,12 @@ mutation Launch($params: LaunchBackfillParams!) {
 
 def _reset(url: str, version: int) -> None:
     """Drop the version's stored vectors, index rows and vector table: the next side embeds everything again."""
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.vectors.base import IndexName
     from runtime_ops.vectors.factory import open_vector_store
 
-    store = open_store(url, pipeline="demo", migrate=False)
+    store = open_store(url, get_settings(), pipeline="demo", migrate=False)
     vectors = open_vector_store(url)
     store.embeddings.drop_embeddings(version)
     for row in store.indexes.list_indexes():
@@ -74,10 +75,11 @@ def _reset(url: str, version: int) -> None:
 def _loop(url: str, version: int) -> dict[str, Any]:
     from runtime_ops.embedders.cores import limited_cores
     from runtime_ops.serving.vector_index import fill_index
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.vectors.factory import open_vector_store
 
-    store = open_store(url, pipeline="demo", migrate=False)
+    store = open_store(url, get_settings(), pipeline="demo", migrate=False)
     vectors = open_vector_store(url)
     started = time.perf_counter()
     with limited_cores(1):
@@ -92,6 +94,7 @@ def _loop(url: str, version: int) -> dict[str, Any]:
 def _backfill(topo: Any, url: str, version: int, limit: int) -> dict[str, Any]:
     import dagster as dg
 
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.vectors.factory import open_vector_store
 
@@ -101,7 +104,7 @@ def _backfill(topo: Any, url: str, version: int, limit: int) -> dict[str, Any]:
         check=True,
         capture_output=True,
     )
-    store = open_store(url, pipeline="demo", migrate=False)
+    store = open_store(url, get_settings(), pipeline="demo", migrate=False)
     vectors = open_vector_store(url)
     keys = [str(i) for i in range(SHARDS)]
     params = {
@@ -169,6 +172,7 @@ def _extrapolate(per_chunk_s: float, fixed_s: float, chunks: int) -> dict[str, A
 @benchmark("backfill", "re-embedding as a backfill: 1 vs 2 concurrent partition runs, partition overhead vs a loop")
 def backfill_bench() -> list[BenchResult]:
     from bench._synth import make_pretrained_production, make_production, seed_corpus
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops_tests.fencing import set_fenced
     from runtime_ops_tests.servers import PostgresServer, find_pgvector_bindir
@@ -183,7 +187,7 @@ def backfill_bench() -> list[BenchResult]:
         seed_corpus(url, CHUNKS)
         production = make_production(url, seed=1, embed=False)["production_version"]
         version = make_pretrained_production(url)["production_version"]
-        store = open_store(url, pipeline="demo", migrate=False)
+        store = open_store(url, get_settings(), pipeline="demo", migrate=False)
         set_fenced(store, "production", production, actor="bench")
         store.registry.set_alias("candidate", version, actor="bench")
         store.engine.dispose()

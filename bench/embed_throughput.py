@@ -91,7 +91,7 @@ def _asset_run(db: Path, work: Path, chunks: int, profiler: cProfile.Profile | N
         meta: dict[str, Any] = {k: getattr(v, "value", v) for k, v in mat.materialization.metadata.items()}
     finally:
         instance.dispose()
-    store = open_store(url, pipeline=PIPELINE, migrate=False)
+    store = open_store(url, get_settings(), pipeline=PIPELINE, migrate=False)
     counts = store.embeddings.embedding_counts(int(meta["model_version"]))
     store.engine.dispose()
     if counts["embedded"] != chunks or meta["embedded_now"] != chunks:
@@ -103,9 +103,10 @@ def _loop_run(db: Path, chunks: int) -> dict[str, Any]:
     from bench._synth import PIPELINE
     from runtime_ops.embedders.registry import load_embedder
     from runtime_ops.serving.indexing import EMBED_BATCH
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 
-    store = open_store(f"sqlite:///{db}", pipeline=PIPELINE, migrate=False)
+    store = open_store(f"sqlite:///{db}", get_settings(), pipeline=PIPELINE, migrate=False)
     version = store.registry.alias("production")
     assert version is not None
     embedder = load_embedder(store, version)

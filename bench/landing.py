@@ -318,6 +318,7 @@ def _measure_size(n: int, moto: MotoChild, pg: Any, s3: Any, sqs: Any) -> tuple[
     from runtime_ops.landing import S3LandingSource
     from runtime_ops.landing.queue import EventQueue
     from runtime_ops.pipeline.spec import LandingSpec
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import NewObject, open_store
 
     defaults = LandingSpec(uri="s3://unused")
@@ -326,7 +327,7 @@ def _measure_size(n: int, moto: MotoChild, pg: Any, s3: Any, sqs: Any) -> tuple[
     s3.create_bucket(Bucket=bucket)
     uri = f"s3://{bucket}/{PREFIX.rstrip('/')}"
     source = S3LandingSource(uri, endpoint_url=moto.endpoint_url, client=s3)
-    store = open_store(pg.create_database(f"bench_landing_{n}"))
+    store = open_store(pg.create_database(f"bench_landing_{n}"), get_settings())
 
     t0 = time.perf_counter()
     existing = [(f"{PREFIX}{i:07d}.txt", _body(i, "old")) for i in range(n)]

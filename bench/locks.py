@@ -148,9 +148,10 @@ def _sqlite(tmp: str) -> tuple[float, float, dict[str, Any]]:
     from sqlalchemy import text
 
     from runtime_ops.locks.store_lock import StoreLocker
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 
-    store = open_store(f"sqlite:///{tmp}/state.db")
+    store = open_store(f"sqlite:///{tmp}/state.db", get_settings())
     locker = StoreLocker(store)
     with store.tx() as conn:
         conn.execute(text("CREATE TABLE bench_row (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)"))

@@ -112,20 +112,22 @@ class Outcome:
 
 def _fresh_store(work: Path) -> str:
     """A new SQLite state store, created and migrated (untimed), and its URL."""
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 
     url = f"sqlite:///{work / 'state.db'}"
-    open_store(url)
+    open_store(url, get_settings())
     return url
 
 
 def _tally(url: str) -> tuple[dict[str, int], int]:
     from sqlalchemy import func, select
 
+    from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.store import schema as t
 
-    store = open_store(url, migrate=False)
+    store = open_store(url, get_settings(), migrate=False)
     with store.tx() as conn:
         chunks = conn.execute(select(func.count()).select_from(t.chunks)).scalar_one()
     statuses = store.documents.document_counts()
@@ -139,14 +141,14 @@ def run_baseline(work: Path, landing: Path, n: int) -> Outcome:
     from runtime_ops.documents.parsing import QuarantineError, parse_document
     from runtime_ops.documents.scan import scan
     from runtime_ops.landing import ObjectRef, open_landing
-    from runtime_ops.settings import load_settings
+    from runtime_ops.settings import get_settings, load_settings
     from runtime_ops.store import NewObject, open_store
 
     url = _fresh_store(work)
     max_bytes = load_settings().max_document_bytes
     gc.collect()
     c0, t0 = time.process_time(), time.perf_counter()
-    store = open_store(url)
+    store = open_store(url, get_settings())
     source = open_landing(str(landing))
     # The landing tick: pending batches first (none here), then the ledger scan and the batch record.
     store.ledger.batches(status="pending")

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops_tests.servers import free_port
 
@@ -112,7 +113,7 @@ def key_headers(database_url: str, scope: str = "read") -> dict[str, str]:
     """An `Authorization` header with a fresh API key of `scope`, made in the state store at `database_url`."""
     from runtime_ops.store import open_store
 
-    store = open_store(database_url, pipeline=None)
+    store = open_store(database_url, get_settings(), pipeline=None)
     try:
         return {"Authorization": f"Bearer {store.api_keys.create(f'test-{scope}', [scope]).key}"}
     finally:
@@ -209,7 +210,7 @@ def operator_cli(args: list[str]) -> int:
     from runtime_ops.store import open_store
 
     approver = args[args.index("--as") + 1]
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     key = store.api_keys.create(f"operator {approver}", ["decide"], approver=approver).key
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "operator.key"

@@ -133,7 +133,7 @@ def serving_v1(landing: Path, instance: Any) -> tuple[Any, Flow]:
 
     shutil.copytree(CORPUS_DIR / "stdlib" / "data", landing / "stdlib" / "data")
     flow = Flow(instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     flow.tick_and_run("landing_sensor")
     flow.tick_and_run("corpus_sensor")
     assert store.registry.alias("production") == 1

@@ -29,7 +29,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 @pytest.fixture
 def inbox(env: Any, postgres_url: str) -> Iterator[tuple[TestClient, StateStore]]:
     env(database_url=postgres_url, RUNTIME_OPS_ALERT_TOKEN=TOKEN)
-    store = open_store(get_settings().resolved_database_url, pipeline=None)
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline=None)
     with TestClient(create_app(get_settings()), raise_server_exceptions=False) as client:
         yield client, store
     store.engine.dispose()

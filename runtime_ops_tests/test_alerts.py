@@ -584,7 +584,7 @@ def test_the_bearer_token_is_required_when_configured(inbox_pg: Inbox) -> None:
 
 
 def test_a_database_failure_is_503_and_records_nothing(inbox_pg: Inbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     payload = webhook(alert("A", "abc", "2026-11-29T10:00:00Z"), alert("B", "def", "2026-11-29T10:00:00Z"))
     # The second row of the payload fails: the first is rolled back with it.
     monkeypatch.setenv("RUNTIME_OPS_FAILPOINTS", "alerts.record=raise")
@@ -609,7 +609,7 @@ def test_alerts_table_matches_its_migration(tmp_path: Path) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings())
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
     assert [d for d in diffs if "alerts" in repr(d)] == []
@@ -627,7 +627,7 @@ def sqlite_flow(env, tmp_path, open_inbox) -> Iterator[tuple[Any, Flow, Inbox, P
     )
     env(RUNTIME_OPS_ALERT_RULES=str(rules), RUNTIME_OPS_ALERT_OPEN="true")
     with dg.instance_for_test() as instance:
-        yield open_store(get_settings().resolved_database_url), Flow(instance), open_inbox(), rules
+        yield open_store(get_settings().resolved_database_url, get_settings()), Flow(instance), open_inbox(), rules
 
 
 def test_the_sensor_applies_the_rules(sqlite_flow) -> None:  # type: ignore[no-untyped-def]

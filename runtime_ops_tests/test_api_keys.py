@@ -26,9 +26,9 @@ from runtime_ops.observability.redaction import REDACTED, Redactor
 from runtime_ops.settings import get_settings
 from runtime_ops.store import SCOPES, ApiKey, StateStore, UnknownScope, open_store
 from runtime_ops.store import schema as t
-from runtime_ops.store.api_keys import LAST_USED_EVERY, key_id_of, parse_scopes
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, downgrade, head_revision, upgrade
+from runtime_ops.store.operations.api_keys import LAST_USED_EVERY, key_id_of, parse_scopes
 from runtime_ops_tests.approvals_support import FakeClock
 
 KEY_RE = re.compile(r"rok_[0-9a-f]{8}_[A-Za-z0-9_\-]{43}")
@@ -51,7 +51,7 @@ def _other_secret(key: str) -> str:
 
 
 def test_create_verify_list_revoke(db_url: str) -> None:
-    store = open_store(db_url, pipeline=None)  # the API's unscoped store
+    store = open_store(db_url, get_settings(), pipeline=None)  # the API's unscoped store
     t0 = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
     new = store.api_keys.create("search-bot", ["search", "read"], created_by="cli:alice", now=t0)
     key, info = new.key, new.info
@@ -105,7 +105,7 @@ def test_create_verify_list_revoke(db_url: str) -> None:
 
 
 def test_last_use_is_written_at_most_once_a_minute(db_url: str) -> None:
-    store = open_store(db_url, pipeline=None)
+    store = open_store(db_url, get_settings(), pipeline=None)
     t0 = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
     new = store.api_keys.create("k", ["read"], now=t0)
     assert store.api_keys.get(new.info.key_id).last_used_at is None  # type: ignore[union-attr]
@@ -125,7 +125,7 @@ def test_scopes_and_names_are_checked(tmp_path: Path) -> None:
         parse_scopes([","])
     with pytest.raises(ValueError, match="valid scopes"):
         require_scope("write")
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", pipeline=None)
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings(), pipeline=None)
     with pytest.raises(ValueError, match="name"):
         store.api_keys.create("  ", ["read"])
     with pytest.raises(UnknownScope):
@@ -371,8 +371,8 @@ def test_redaction_keeps_the_key_id_and_drops_the_secret() -> None:
 
 
 def test_migrations_0010_and_0011_over_a_0009_database_with_data(db_url: str) -> None:
-    engine = engine_for(db_url)
-    upgrade(engine, "0009")
+    engine = engine_for(db_url, get_settings())
+    upgrade(engine, get_settings(), "0009")
     at = datetime(2026, 12, 4, tzinfo=UTC)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO locks (name, token, expires_at_ms, fence) VALUES ('promotion', NULL, 0, 7)"))
@@ -383,20 +383,20 @@ def test_migrations_0010_and_0011_over_a_0009_database_with_data(db_url: str) ->
             ),
             {"t": at},
         )
-    upgrade(engine)
+    upgrade(engine, get_settings())
     assert current_revision(engine) == head_revision()
-    store = StateStore(engine, pipeline="alpha")
+    store = StateStore(engine, get_settings(), pipeline="alpha")
     assert [r["reason"] for r in store.retraining.retrain_requests()] == ["why not"]
     with engine.begin() as conn:
         assert conn.execute(text("SELECT fence FROM locks WHERE name = 'promotion'")).scalar() == 7
     new = store.api_keys.create("after-upgrade", ["read"])
     assert store.api_keys.verify(new.key) is not None
 
-    downgrade(engine, "0009")
+    downgrade(engine, get_settings(), "0009")
     assert current_revision(engine) == "0009"
     with engine.begin() as conn:
         assert conn.execute(text("SELECT count(*) FROM retrain_requests")).scalar() == 1
-    upgrade(engine)
+    upgrade(engine, get_settings())
     assert store.api_keys.list_keys() == []
 
 
@@ -404,7 +404,7 @@ def test_api_keys_table_matches_its_migration(db_url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    store = open_store(db_url)
+    store = open_store(db_url, get_settings())
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
     assert [d for d in diffs if "api_keys" in repr(d)] == []

@@ -25,7 +25,7 @@ from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.components.loading import get_spec
 from runtime_ops.models.checks import request_policy
-from runtime_ops.settings import Settings, load_settings
+from runtime_ops.settings import Settings, get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
@@ -144,7 +144,7 @@ def world(env, postgres_url) -> Iterator[World]:  # type: ignore[no-untyped-def]
     )
     settings = load_settings()
     assert settings.slack_bot_token is None and settings.slack_signing_secret is None  # no Slack at all
-    store = open_store(settings.resolved_database_url)
+    store = open_store(settings.resolved_database_url, get_settings())
     clock = FakeClock()
     policy = request_policy(get_spec(settings=settings))
     pending = open_pending(store, policy, now=clock.now(), production_model=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.approvals_support import open_pending
 
 
 def test_votes_redelivery_and_audit_on_sqlite(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U1", "U2", "U3"), required_approvals=2))
     rid = request["id"]
     first = store.votes.cast_vote(rid, actor="U1", approve=True, channel="slack", dedupe_key="m:1:U1")

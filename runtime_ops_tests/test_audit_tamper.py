@@ -15,7 +15,7 @@ from runtime_ops.decisions.decide import decide
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.chain import record_hash
+from runtime_ops.store.approvals.chain import record_hash
 from runtime_ops.store.engine import utcnow
 from runtime_ops_tests.approvals_support import open_pending
 
@@ -98,7 +98,7 @@ def test_audit_verify_names_each_kind_of_tampering(
     from runtime_ops.approvals.anchors import anchor_heads, open_sink
 
     env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
     for actor in ("U2", "U9", "U3"):  # counted, refused, counted: five records in the request's chain
         decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
@@ -128,29 +128,29 @@ def test_migration_0013_rechains_an_unkeyed_log_and_refuses_an_altered_one(
 
     url = f"sqlite:///{tmp_path / 'state.db'}" if backend == "sqlite" else str(request.getfixturevalue("postgres_url"))
     env(database_url=url, RUNTIME_OPS_AUDIT_KEY=KEY)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     pending = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
     for actor in ("U2", "U9", "U3"):
         decide(store, pending["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
     store.audit_log.append(event="note", actor="ops", channel="cli", detail={"what": "a global record"})
     keyed = _hashes(store)
 
-    downgrade(store.engine, "0012")  # the log as 0012 wrote it: plain SHA-256, no key
+    downgrade(store.engine, get_settings(), "0012")  # the log as 0012 wrote it: plain SHA-256, no key
     unkeyed = _hashes(store)
     assert len(unkeyed) == len(keyed) >= 6 and not set(unkeyed) & set(keyed)
-    upgrade(store.engine, "0013")
+    upgrade(store.engine, get_settings(), "0013")
     assert current_revision(store.engine) == "0013"
     assert _hashes(store) == keyed
-    upgrade(store.engine)  # the records 0013 re-chained verify at the newest schema (which reads them)
+    upgrade(store.engine, get_settings())  # the records 0013 re-chained verify at the newest schema (which reads them)
     assert store.audit_log.verify().ok
 
-    downgrade(store.engine, "0012")
+    downgrade(store.engine, get_settings(), "0012")
     with store.engine.begin() as conn:  # altered before the upgrade: 0013 must not bless it with the key
         altered = conn.execute(text("SELECT id FROM audit_log WHERE chain = :c AND seq = 2"), {"c": pending["id"]})
         altered = altered.scalar_one()
         conn.execute(text("UPDATE audit_log SET actor = 'mallory' WHERE id = :id"), {"id": altered})
     with pytest.raises(RuntimeError, match=f"audit record {altered} .*does not verify as it was written"):
-        upgrade(store.engine, "0013")
+        upgrade(store.engine, get_settings(), "0013")
     assert current_revision(store.engine) == "0012"
 
 
@@ -160,7 +160,7 @@ def test_audit_rekey_rotates_the_key_and_keeps_the_log_verifiable(
     from runtime_ops.approvals.anchors import anchor_heads, open_sink
 
     env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
     for actor in ("U2", "U9", "U3"):
         decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
@@ -175,7 +175,7 @@ def test_audit_rekey_rotates_the_key_and_keeps_the_log_verifiable(
     env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY="the-rotated-audit-key")
     assert cli(["audit", "verify"]) == 0
     assert "checked against 1 anchors" in capsys.readouterr().out  # the new key's anchor; the old one is retired
-    _truncate_with_head(open_store(get_settings().resolved_database_url), request["id"])
+    _truncate_with_head(open_store(get_settings().resolved_database_url, get_settings()), request["id"])
     assert cli(["audit", "verify"]) == 1
     assert "was truncated: the anchor of" in capsys.readouterr().err
     # A log that does not verify is not re-keyed (that would bless the damage with the new key).
@@ -205,7 +205,7 @@ def test_anchors_in_an_object_locked_bucket_catch_a_truncation(
         RUNTIME_OPS_AUDIT_ANCHORS=f"s3://{bucket}/anchors",
         AWS_ENDPOINT_URL=aws_env.endpoint_url,
     )
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
     for actor in ("U2", "U9", "U3"):
         decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())

@@ -19,7 +19,7 @@ from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import SettingsError, get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops.store.chain import GENESIS, GLOBAL_CHAIN, key_id
+from runtime_ops.store.approvals.chain import GENESIS, GLOBAL_CHAIN, key_id
 from runtime_ops.store.engine import utcnow
 from runtime_ops_tests.approvals_support import open_pending
 
@@ -77,7 +77,7 @@ def _verify(capsys: Any, *args: str) -> tuple[int, str, str]:
 
 def test_an_emptied_log_is_named_by_the_requests_it_lost(env: Any, postgres_url: str, capsys: Any) -> None:
     home = env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = _history(store)
     assert cli(["audit", "anchor"]) == 0
     assert _verify(capsys)[0] == 0
@@ -188,7 +188,7 @@ def test_a_log_cut_short_with_its_heads_is_named_by_each_kind_of_state(
     env: Any, postgres_url: str, capsys: Any
 ) -> None:
     env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
-    root = open_store(get_settings().resolved_database_url)
+    root = open_store(get_settings().resolved_database_url, get_settings())
     made = {}
     for kind, make in KINDS.items():
         store = root.scoped(f"p-{kind}")
@@ -208,7 +208,7 @@ def _truncated(env: Any, postgres_url: str, **extra: str) -> tuple[Path, StateSt
     """An anchored log whose newest record (a refused attempt, which no state row stands for) was cut together with
     its head: only the anchors can tell."""
     home = env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY, **extra)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = _history(store)
     decide(store, request["id"], actor="U9", vote="reject", channel="cli", reason="late", now=utcnow())
     assert cli(["audit", "anchor"]) == 0
@@ -245,7 +245,7 @@ def test_missing_empty_or_unreadable_anchors_fail_unless_told_no_anchors(
 
 def test_verify_without_its_key_refuses_and_never_writes_one(env: Any, postgres_url: str, capsys: Any) -> None:
     home = env(database_url=postgres_url)  # the embedded key: made in the home with the store, by nothing else
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     key_file = home / "audit_key"
     made = key_file.read_text().strip()
     _history(store)
@@ -260,7 +260,7 @@ def test_verify_without_its_key_refuses_and_never_writes_one(env: Any, postgres_
         assert not out and err.startswith("error: no audit key: RUNTIME_OPS_AUDIT_KEY is unset"), err
         assert f"key id {key_id(made.encode())}" in err and err.count("\n") == 1, err
         assert not key_file.exists(), command
-    writer = open_store(get_settings().resolved_database_url)
+    writer = open_store(get_settings().resolved_database_url, get_settings())
     with pytest.raises(SettingsError, match="no audit key"):  # a writer refuses too, rather than chain anew
         decide(writer, "apr-x", actor="U2", vote="approve", channel="cli", now=utcnow())
     assert not key_file.exists()
@@ -268,7 +268,7 @@ def test_verify_without_its_key_refuses_and_never_writes_one(env: Any, postgres_
 
 def test_a_wrong_key_is_named_by_its_key_id(env: Any, postgres_url: str, capsys: Any) -> None:
     env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY)
-    _history(open_store(get_settings().resolved_database_url))
+    _history(open_store(get_settings().resolved_database_url, get_settings()))
     assert cli(["audit", "anchor"]) == 0
     right, wrong = key_id(KEY.encode()), key_id(b"some other key")
 
@@ -287,7 +287,7 @@ def test_audit_command_mistakes_are_one_line_with_status_2(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     env(database_url=postgres_url, RUNTIME_OPS_AUDIT_KEY=KEY, RUNTIME_OPS_AUDIT_ANCHORS=str(blocker / "anchors.jsonl"))
-    _history(open_store(get_settings().resolved_database_url))
+    _history(open_store(get_settings().resolved_database_url, get_settings()))
     empty = tmp_path / "empty.key"
     empty.write_text("\n")
     for command, says in (

@@ -13,8 +13,9 @@ from prometheus_client import generate_latest
 from bench._synth import make_production, seed_corpus
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
 from runtime_ops.observability.metrics import parse_metrics
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.indexes import Backfill
+from runtime_ops.store.serving.indexes import Backfill
 
 FAMILIES = ("runtime_ops_index_shards_planned", "runtime_ops_index_shards_filled")
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -25,7 +26,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Stat
     url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else f"sqlite:///{tmp_path}/s.db"
     seed_corpus(url, 60)
     version = make_production(url, seed=2, embed=False)["production_version"]
-    store = open_store(url, pipeline="demo", migrate=False)
+    store = open_store(url, get_settings(), pipeline="demo", migrate=False)
     yield store, version
     store.engine.dispose()
 

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, StateStore, open_store
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
     url = f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    return open_store(url, pipeline="alpha")
+    return open_store(url, get_settings(), pipeline="alpha")
 
 
 def _ingest(store: StateStore, key: str, version: str, text_: str = "hello world") -> int:
@@ -43,11 +44,11 @@ def test_current_superseded_and_deleted_documents_are_in_the_feed(store: StateSt
 
 def test_seqs_follow_commit_order_under_concurrent_writers_on_postgresql(postgres_url: str) -> None:
     # (SQLite serialises writers: there is no interleaving to order there.)
-    store = open_store(postgres_url, pipeline="alpha")
+    store = open_store(postgres_url, get_settings(), pipeline="alpha")
     first = _ingest(store, "first.md", "v1")
     # Writer A takes the next seq and holds its transaction open; writer B must wait for A's commit before it
     # gets a seq, so no reader can see B's change while A's lower one is still invisible.
-    from runtime_ops.store.changes import append_changes
+    from runtime_ops.store.corpus.changes import append_changes
 
     holding = threading.Event()
     release = threading.Event()
@@ -79,7 +80,7 @@ def test_feed_and_index_tables_match_their_migration(tmp_path: Path) -> None:
 
     from runtime_ops.store import schema as t
 
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings())
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
         names = ("corpus_changes", "change_counters", "retrieval_indexes")

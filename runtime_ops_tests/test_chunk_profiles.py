@@ -50,7 +50,7 @@ def test_no_chunk_of_the_demo_or_a_second_corpus_exceeds_the_window(env, postgre
     flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline="acme")
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
 
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
     chunks = store.documents.current_chunks()
     keys = {key for _, key, _ in chunks}
     assert len([k for k in keys if k.startswith("demo/")]) >= 50 and len([k for k in keys if "packages/" in k]) == 30
@@ -78,7 +78,7 @@ def test_a_switch_to_a_smaller_window_rechunks_for_the_candidate_only(env, postg
     flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline="acme")
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     assert all(r.success for r in flow.tick_and_run("corpus_sensor"))
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
     v1 = store.registry.alias("production")
     assert v1 is not None
     serving = store.indexes.current_index()
@@ -134,8 +134,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_migration_0018_gives_existing_chunks_and_models_the_old_chunking(db_url: str) -> None:
     from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 
-    engine = engine_for(db_url)
-    upgrade(engine, "0015")
+    engine = engine_for(db_url, get_settings())
+    upgrade(engine, get_settings(), "0015")
     now = datetime(2026, 12, 1, tzinfo=UTC)
     with engine.begin() as conn:
         for sql in (
@@ -152,8 +152,8 @@ def test_migration_0018_gives_existing_chunks_and_models_the_old_chunking(db_url
         if engine.dialect.name == "postgresql":  # explicit ids above: move the serial sequences past them
             for table in ("artifacts", "documents", "chunks"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), 1)"))
-    upgrade(engine)
-    store = StateStore(engine, pipeline="demo")
+    upgrade(engine, get_settings())
+    store = StateStore(engine, get_settings(), pipeline="demo")
     assert store.profiles.of_model(1) == 1
     assert store.profiles.get(1) == LEGACY and store.profiles.ensure(LEGACY) == 1, "the code's LEGACY is profile 1"
     assert store.documents.current_chunks(profile=1) == [(1, "a.md", "hello")]

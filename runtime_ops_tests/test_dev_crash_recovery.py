@@ -93,7 +93,7 @@ def test_sigkill_of_dev_during_each_run_kind_then_restart_finishes_with_no_perso
         dev.kill()
         assert instance.get_run_by_id(ingest).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
         get_settings.cache_clear()
-        store = open_store(get_settings().resolved_database_url, pipeline="demo")
+        store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="demo")
         [batch] = store.ledger.batches()
         assert batch["status"] != "ingested"
 

@@ -8,13 +8,14 @@ from datetime import timedelta
 
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.engine import utcnow
 from runtime_ops_tests.approvals_support import open_pending
 
 
 def test_claims(postgres_url: str) -> None:
-    store = open_store(postgres_url)
+    store = open_store(postgres_url, get_settings())
     now = utcnow()
     with ThreadPoolExecutor(8) as pool:
         claims = list(pool.map(lambda i: store.effects.claim_effect("k1", "test", f"w{i}", now=now), range(8)))
@@ -35,7 +36,7 @@ def test_claims(postgres_url: str) -> None:
 
 
 def test_an_interrupted_announcement_is_resent_knowingly_once(postgres_url: str) -> None:
-    store = open_store(postgres_url)
+    store = open_store(postgres_url, get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U1",)))
     lines: list[str] = []
     announcer = Announcer(store, "secret", "http://ops", "http://dagster", None, emit=lines.append)

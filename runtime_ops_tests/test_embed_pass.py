@@ -12,8 +12,9 @@ import pytest
 
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 
 CHUNKS = EMBED_BATCH * 5 + 37  # six pages, the last one short
 
@@ -51,7 +52,7 @@ def corpus(request, corpus_templates, tmp_path):  # type: ignore[no-untyped-def]
                 corpus_templates.postgres(request.getfixturevalue("postgres_server"), CHUNKS, (1,))
             )
         [version] = seeded.versions
-        store = open_store(seeded.url, pipeline="demo", migrate=False)
+        store = open_store(seeded.url, get_settings(), pipeline="demo", migrate=False)
         yield store, version
         store.engine.dispose()
 

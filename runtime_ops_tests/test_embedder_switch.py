@@ -51,7 +51,7 @@ def test_endpoint_embedder_serves_then_a_switch_to_lsa_is_gated(
 
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success, "the first model (the endpoint's) has nothing to beat"
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
     v1 = store.registry.alias("production")
     assert v1 is not None
     model = store.registry.get_model(v1)
@@ -105,7 +105,7 @@ def test_a_sentence_transformers_pipeline_serves_offline(env, postgres_url, dags
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
     version = store.registry.alias("production")
     assert version is not None
     params = store.registry.get_model(version)["params"]

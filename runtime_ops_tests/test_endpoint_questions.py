@@ -71,7 +71,7 @@ def test_endpoint_writes_questions_once_per_chunk(
     assert meta["provenance/endpoint"] >= 10 and meta["changed"] is True
     assert "endpoint writer-1 wrote" in meta["notes"]
 
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
     spec = get_spec("acme", load_settings())
     written = [q for q in current_question_set(store, spec).questions if q.provenance["method"] == "endpoint"]
     assert written and all(q.question.question.startswith("What does the guide say about") for q in written)

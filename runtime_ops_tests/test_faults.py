@@ -111,7 +111,7 @@ def production_with_backlog(env, postgres_url, topology, tmp_path):  # type: ign
     topo.start_code_server(wait=False)  # loads while the setup below runs in this process
 
     flow = Flow(topo.instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success and store.registry.alias("production") == 1
@@ -322,7 +322,7 @@ def test_two_landing_sensor_ticks_racing_record_each_object_once(
     landing = tmp_path / "landing"
     landing.mkdir()
     env(database_url=postgres_url, landing=str(landing))
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     # Two evaluations of landing_sensor with their own cursors (two daemons, or a tick overlapping the next);
     # the daemon's run-key dedupe is per (code location, sensor), so they share it.
     first = Flow(dagster_instance)

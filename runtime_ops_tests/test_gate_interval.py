@@ -47,7 +47,7 @@ def test_noise_waits_for_a_human_better_promotes_worse_fails(
     flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline="acme")
     write_own_corpus(landing, 240)
     assert all(r.success for r in flow.tick_and_run("landing_sensor"))
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
 
     # A deliberately poor production model: 2 dimensions.
     assert _train(flow, dim=2).success

@@ -47,7 +47,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _audit_count(postgres_url: str) -> int:
-    store = open_store(postgres_url, pipeline=None)
+    store = open_store(postgres_url, get_settings(), pipeline=None)
     try:
         return len(store.audit_log.records(None))
     finally:

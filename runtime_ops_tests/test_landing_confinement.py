@@ -175,7 +175,7 @@ def test_the_sensor_quarantines_a_listed_file_that_became_a_link_before_it_was_r
     (root / "notes" / "swapped.md").unlink()
     (root / "notes" / "swapped.md").symlink_to(outside)
     assert flow.run("landing_sensor", request).success
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     [doc] = store.documents.documents_by_status("quarantined")
     assert doc["key"] == "notes/swapped.md" and doc["quarantine_code"] == "unsafe_path"
     assert "'notes/swapped.md' is a symbolic link" in doc["reason"]

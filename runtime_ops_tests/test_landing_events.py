@@ -118,7 +118,7 @@ def _put(s3, bucket: str, key: str, data: bytes) -> tuple[str, str]:  # type: ig
 
 
 def _ledger() -> list[tuple[str, str]]:
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     with store.tx() as conn:
         from sqlalchemy import select
 
@@ -190,7 +190,7 @@ def test_1000_objects_with_30pct_duplicates_and_reordering_are_each_recorded_onc
     ledger = _ledger()
     assert len(ledger) == 1000 and set(Counter(ledger).values()) == {1}  # each key+version exactly once
     assert dict(ledger) == expected  # nothing lost; same version (ETag) as listing mode would record
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     batches = store.ledger.batches()
     assert sum(b["n_objects"] for b in batches) == 1000
     assert len(batches) >= 2 and all(b["n_objects"] <= 1000 for b in batches)  # bounded per tick
@@ -252,7 +252,9 @@ def test_delete_failure_after_recording_redelivers_without_ingesting_twice(event
     assert flow.tick("landing_sensor") == []
     assert sqs.depth() == 0
     assert sorted(_ledger()) == sorted(expected.items())
-    assert [b["n_objects"] for b in open_store(get_settings().resolved_database_url).ledger.batches()] == [20]
+    assert [
+        b["n_objects"] for b in open_store(get_settings().resolved_database_url, get_settings()).ledger.batches()
+    ] == [20]
 
 
 def test_crash_between_recording_and_deleting_launches_the_batch_once(events, dagster_instance, monkeypatch):
@@ -264,7 +266,7 @@ def test_crash_between_recording_and_deleting_launches_the_batch_once(events, da
 
     with pytest.raises(_Crash):
         flow.tick("landing_sensor")  # the tick dies: its result never reaches Dagster
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     [batch] = store.ledger.batches()
     assert batch["status"] == "pending" and batch["n_objects"] == 20
 
@@ -299,7 +301,7 @@ def test_overwrites_delivered_newest_first_record_every_version_once_and_the_new
     [request] = flow.tick("landing_sensor")
     assert request.tags["runtime_ops/objects"] == "3"
     assert request.run_key is not None
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     recorded = sorted(store.documents.batch_documents(request.run_key), key=lambda d: d["id"])
     assert [d["version"] for d in recorded] == versions  # ledger order = sequencer order: the newest last
     assert flow.run("landing_sensor", request).success
@@ -377,5 +379,5 @@ def test_a_purged_queue_is_reconciled_by_the_listing_sweep_exactly_once(events, 
     time.sleep(1.1)
     assert flow.tick("landing_sensor") == [] and flow.tick("landing_sensor") == []
     assert sqs.depth() == 0 and len(_ledger()) == 40
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     assert sum(b["n_objects"] for b in store.ledger.batches()) == 40

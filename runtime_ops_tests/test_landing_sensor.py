@@ -62,7 +62,7 @@ def _ledger(store) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
 def test_same_second_and_overwrite_each_ingested_once_per_version(env, postgres_url, dagster_instance, landing):
     env(database_url=postgres_url, landing=landing.uri, AWS_ENDPOINT_URL=os.environ.get("AWS_ENDPOINT_URL"))
     flow = Flow(dagster_instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     now = time.time()
     landing.put("notes/a.txt", b"alpha document about queues and retries", mtime=now)
     landing.put("notes/b.md", b"# Beta\n\nbeta document about locks and fencing", mtime=now)
@@ -132,7 +132,7 @@ def test_bad_files_are_quarantined_and_the_rest_ingested(env, postgres_url, dags
     [request] = flow.tick("landing_sensor")
     result = flow.run("landing_sensor", request)
     assert result.success
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     quarantined = {
         d["key"]: (d["quarantine_code"], d["reason"]) for d in store.documents.documents_by_status("quarantined")
     }
@@ -160,7 +160,7 @@ def test_objects_deleted_from_the_landing_leave_the_corpus_once_their_range_is_l
         RUNTIME_OPS_BATCH_MAX_OBJECTS="2",
     )
     flow = Flow(dagster_instance)
-    store = open_store(get_settings().resolved_database_url).scoped("demo")
+    store = open_store(get_settings().resolved_database_url, get_settings()).scoped("demo")
     for key in ("a/1.txt", "a/2.txt", "b/3.txt", "c/4.txt", "d/5.txt"):
         landing.put(key, f"the document {key} about sweeps".encode())
     while runs := flow.tick_and_run("landing_sensor"):

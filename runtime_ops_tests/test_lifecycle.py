@@ -33,7 +33,7 @@ def test_approval_through_cli_promotes_and_reindexes(
         **NEEDS_A_HUMAN,
     )
     flow = Flow(dagster_instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     first, second = corpus_halves
     assert flow.automate() == (set(), None)  # the automation sensor's first tick only takes a baseline
 
@@ -133,7 +133,7 @@ def test_rejection_keeps_production(env, postgres_url, dagster_instance, tmp_pat
         **NEEDS_A_HUMAN,
     )
     flow = Flow(dagster_instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     first, second = corpus_halves
     land_files(first, landing)
     flow.tick_and_run("landing_sensor")

@@ -27,6 +27,7 @@ from runtime_ops.locks import Lease, LockerBase, LockLost, LockTimeout, LockUnav
 from runtime_ops.locks.base import holder_of, new_token
 from runtime_ops.locks.redis_lock import KEY_PREFIX, RedisLocker
 from runtime_ops.locks.store_lock import StoreLocker, locks
+from runtime_ops.settings import get_settings
 from runtime_ops.store import AliasConflict, StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops_tests import servers
@@ -48,13 +49,13 @@ class Backend:
 
 
 def _store_backend(kind: str, url: str) -> Backend:
-    store = open_store(url)
+    store = open_store(url, get_settings())
 
     def expire(name: str) -> None:
         with store.tx() as conn:
             conn.execute(update(locks).where(locks.c.name == name).values(expires_at_ms=0))
 
-    return Backend(kind, lambda: StoreLocker(open_store(url)), expire)
+    return Backend(kind, lambda: StoreLocker(open_store(url, get_settings())), expire)
 
 
 @pytest.fixture(params=["redis", "postgres", "sqlite"])
@@ -71,7 +72,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         url = request.getfixturevalue("postgres_url")
         b = _store_backend("postgres", url)
         yield b
-        open_store(url, migrate=False).engine.dispose()  # before the database is dropped
+        open_store(url, get_settings(), migrate=False).engine.dispose()  # before the database is dropped
     else:
         yield (b := _store_backend("sqlite", f"sqlite:///{tmp_path / 'state.db'}"))
     for locker in b.made:
@@ -81,7 +82,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 @pytest.fixture
 def alias_store(postgres_url: str) -> Iterator[StateStore]:
     """A real StateStore on PostgreSQL: the protected store whose alias writes carry fences."""
-    store = open_store(postgres_url)
+    store = open_store(postgres_url, get_settings())
     yield store
     store.engine.dispose()
 
@@ -299,7 +300,7 @@ def test_redis_frozen_fails_closed_within_the_socket_timeout(redis_server: serve
 def test_state_store_unreachable_fails_closed_naming_the_database_url() -> None:
     url = f"postgresql://postgres:secret@127.0.0.1:{servers.free_port()}/nowhere"
     engine = create_engine(url, connect_args={"connect_timeout": 2})
-    locker = StoreLocker(StateStore(engine))
+    locker = StoreLocker(StateStore(engine, get_settings()))
     try:
         with pytest.raises(LockUnavailable) as info:
             locker.acquire("promotion", ttl_ms=1000, wait_s=1)
@@ -342,7 +343,7 @@ def test_locks_table_matches_its_migration(tmp_path: Path) -> None:
     from alembic.runtime.migration import MigrationContext
 
     assert t.metadata.tables["locks"] is locks
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings())
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
     assert [d for d in diffs if "locks" in repr(d)] == []

@@ -96,7 +96,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
             logging.getLogger(name).addHandler(records)
         try:
             flow = Flow(dagster_instance)
-            store = open_store(settings.resolved_database_url)
+            store = open_store(settings.resolved_database_url, get_settings())
             files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
             land_files(files[::2], landing)
             [ingest1] = flow.tick_and_run("landing_sensor")

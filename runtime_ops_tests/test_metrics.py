@@ -82,7 +82,7 @@ def _family_names(samples: Samples) -> set[str]:
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
 def test_concurrent_writers_lose_no_observation(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     url = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path}/state.db"
-    store = open_store(url)
+    store = open_store(url, get_settings())
     threads, per_thread = 8, 40
     rng = random.Random(11)
     values = [[rng.expovariate(4) for _ in range(per_thread)] for _ in range(threads)]
@@ -143,7 +143,7 @@ def test_step_and_run_figures_follow_the_event_log_incrementally(
         else _fixture_cm(request, "dagster_instance") as instance
     ):
         assert instance.event_log_storage.is_run_sharded is (storage == "sqlite")
-        collector = RuntimeOpsCollector(open_store(f"sqlite:///{tmp_path}/state.db"), lambda: instance)
+        collector = RuntimeOpsCollector(open_store(f"sqlite:///{tmp_path}/state.db", get_settings()), lambda: instance)
         before = _scrape(collector)
         assert _get(before, "runtime_ops_dagster_instance_up") == 1.0
         assert _series(before, "runtime_ops_step_success_total") == {}
@@ -163,7 +163,9 @@ def test_step_and_run_figures_follow_the_event_log_incrementally(
                 assert _get(s, "runtime_ops_run_duration_seconds_count", **job, status="failure") == runs
         # Scraping again counts nothing twice; a new collector (another API process) starts from the history.
         assert _scrape(collector) == s
-        fresh = _scrape(RuntimeOpsCollector(open_store(f"sqlite:///{tmp_path}/state.db"), lambda: instance))
+        fresh = _scrape(
+            RuntimeOpsCollector(open_store(f"sqlite:///{tmp_path}/state.db", get_settings()), lambda: instance)
+        )
         assert {k: v for k, v in fresh.items() if _family_names({k: v}) & DAGSTER_FAMILIES} == {
             k: v for k, v in s.items() if _family_names({k: v}) & DAGSTER_FAMILIES
         }
@@ -230,7 +232,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
         **NEEDS_A_HUMAN,
     )
     flow = Flow(dagster_instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     files = sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file())
     # Each later batch grows the corpus past the retrain policy's 20% (a smaller one is served, not retrained on).
     first, second, third = files[::2], files[1::2][:6], files[1::2][6:]
@@ -339,7 +341,7 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
 @pytest.mark.parametrize("backend", ["redis", "store"])
 def test_lock_wait_is_observed_when_a_second_locker_waits(backend: str, postgres_url: str, redis_url: str) -> None:
     def locker() -> Any:
-        return locker_for(redis_url if backend == "redis" else None, postgres_url)
+        return locker_for(redis_url if backend == "redis" else None, postgres_url, get_settings())
 
     holder, waiter = locker(), locker()
     lease = holder.acquire("promotion", ttl_ms=10_000, wait_s=0)
@@ -355,9 +357,9 @@ def test_lock_wait_is_observed_when_a_second_locker_waits(backend: str, postgres
     holder.release(lease)
     if backend == "redis":  # nothing listens on port 1: the lock backend is unavailable, the store is not
         with pytest.raises(LockUnavailable):
-            locker_for("redis://127.0.0.1:1/0", postgres_url).acquire("promotion", wait_s=0)
+            locker_for("redis://127.0.0.1:1/0", postgres_url, get_settings()).acquire("promotion", wait_s=0)
 
-    s = _scrape(RuntimeOpsCollector(open_store(postgres_url), lambda: None))
+    s = _scrape(RuntimeOpsCollector(open_store(postgres_url, get_settings()), lambda: None))
     acquired = {"lock": "promotion", "outcome": "acquired"}
     assert _get(s, "runtime_ops_lock_wait_seconds_count", **acquired) == 3
     assert waited + 0.1 >= _get(s, "runtime_ops_lock_wait_seconds_sum", **acquired) >= 0.6

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, StateStore, UnscopedWrite, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import engine_for
@@ -70,7 +71,7 @@ def _report(store: StateStore, version: int, seed: str) -> dict[str, Any]:
 
 
 def test_each_pipeline_counts_its_own_versions_and_v1_of_two_pipelines_never_meet(db_url: str) -> None:
-    alpha = open_store(db_url, pipeline="alpha")
+    alpha = open_store(db_url, get_settings(), pipeline="alpha")
     beta = alpha.scoped("beta")
     assert [_model(alpha, "a1"), _model(alpha, "a2")] == [1, 2]
     assert _model(beta, "b1") == 1  # a second pipeline's first model is v1, not v3
@@ -160,8 +161,8 @@ _ROWS_0015 = [
 
 
 def test_migration_0017_keeps_the_numbers_and_counts_on_per_pipeline(db_url: str) -> None:
-    engine = engine_for(db_url)
-    upgrade(engine, "0015")
+    engine = engine_for(db_url, get_settings())
+    upgrade(engine, get_settings(), "0015")
     assert current_revision(engine) == "0015"
     with engine.begin() as conn:
         for sql in _ROWS_0015:
@@ -169,10 +170,10 @@ def test_migration_0017_keeps_the_numbers_and_counts_on_per_pipeline(db_url: str
         if engine.dialect.name == "postgresql":  # explicit ids above: move the serial sequences past them
             for table in ("artifacts", "documents", "chunks", "eval_reports", "retrieval_indexes", "drift_signals"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), 3)"))
-    upgrade(engine)
+    upgrade(engine, get_settings())
     assert current_revision(engine) == head_revision()
 
-    demo = StateStore(engine)
+    demo = StateStore(engine, get_settings())
     other, new = demo.scoped("other"), demo.scoped("new")
     assert [m["version"] for m in demo.registry.models()] == [1, 3]
     assert [m["version"] for m in other.registry.models()] == [2]
@@ -201,7 +202,7 @@ def test_retention_keeps_weights_another_pipeline_serves_with(db_url: str, tmp_p
     from runtime_ops.serving.retention import collect
     from runtime_ops.vectors.factory import open_vector_store
 
-    alpha = open_store(db_url, pipeline="alpha")
+    alpha = open_store(db_url, get_settings(), pipeline="alpha")
     beta = alpha.scoped("beta")
     assert (_model(alpha, "shared"), _model(beta, "shared")) == (1, 1)
     assert (_model(alpha, "a2"), _model(alpha, "a3")) == (2, 3)

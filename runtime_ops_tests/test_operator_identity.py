@@ -37,7 +37,7 @@ def test_cli_decisions_need_an_operator_key_and_record_its_approver(
     env: Any, postgres_url: str, tmp_path: Path, capsys: Any
 ) -> None:
     env(database_url=postgres_url)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U2", "U3")))
     rid = request["id"]
     reader = store.api_keys.create("reader", ["read"]).key
@@ -78,7 +78,7 @@ def test_cli_decisions_need_an_operator_key_and_record_its_approver(
 
 def test_api_decisions_are_recorded_as_the_keys_approver_and_four_eyes_holds(env: Any, postgres_url: str) -> None:
     env(database_url=postgres_url)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2), requested_by="U2")
     rid = request["id"]
     client = TestClient(create_app(get_settings()))
@@ -156,7 +156,7 @@ def test_a_sensor_launched_candidate_has_the_system_as_requester(
 
 def test_unauthenticated_failures_are_rate_limited_and_summed_in_the_audit_log(env: Any, postgres_url: str) -> None:
     env(database_url=postgres_url)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     clock = FakeClock()
     app = create_app(get_settings(), clock=clock.now)
     refusals = app.state.ops.refusals

@@ -24,7 +24,7 @@ from runtime_ops_tests.slack_signing import interaction_body, sign
 @pytest.fixture
 def store(env: Any, postgres_url: str) -> Iterator[StateStore]:
     env(database_url=postgres_url, RUNTIME_OPS_APPROVERS="U2")
-    opened = open_store(get_settings().resolved_database_url, pipeline=None)
+    opened = open_store(get_settings().resolved_database_url, get_settings(), pipeline=None)
     yield opened
     opened.engine.dispose()
 
@@ -65,7 +65,7 @@ def test_a_link_rejection_without_a_reason_is_a_400_and_the_link_still_decides(s
 
 def test_text_the_store_cannot_hold_is_a_4xx_on_every_decision_route(env: Any, postgres_url: str) -> None:
     env(database_url=postgres_url, RUNTIME_OPS_APPROVERS="U2,U3", SLACK_SIGNING_SECRET=SIGNING)
-    store = open_store(get_settings().resolved_database_url, pipeline=None)
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline=None)
     clock = FakeClock()
     app = create_app(get_settings(), clock=clock.now)
     request = open_pending(store.scoped("demo"), RequestPolicy(approvers=("U2", "U3")), now=clock.now())

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from runtime_ops.policies.refusals import RefusalPolicy
+from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.servers import free_port, wait_until
 
@@ -95,7 +96,7 @@ def test_rotating_x_forwarded_for_does_not_escape_the_refusal_limit(served: Serv
     allowed = policy.burst + math.ceil(elapsed * policy.per_second) + 1
     assert set(codes[:-1]) == {403} and len(codes) - 1 <= allowed, (codes, elapsed)
     # The audit names the socket's peer, never an address the client wrote.
-    store = open_store(postgres_url, pipeline=None)
+    store = open_store(postgres_url, get_settings(), pipeline=None)
     try:
         [first] = [r for r in store.audit_log.records() if r["channel"] == "link"]
     finally:

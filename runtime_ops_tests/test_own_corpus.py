@@ -30,7 +30,7 @@ def test_own_corpus_without_golden_set_is_promoted_indexed_and_answers(
     [train] = flow.tick_and_run("corpus_sensor")
     assert train.success, "the first model of a corpus with no golden set is gated on generated questions"
 
-    store = open_store(get_settings().resolved_database_url, pipeline="acme")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="acme")
     assert store.registry.alias("production") == store.registry.alias("candidate") is not None
     questions = _metadata(train, "golden_questions")
     assert questions["gating_questions"] >= 60

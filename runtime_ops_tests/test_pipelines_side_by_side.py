@@ -70,7 +70,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     env(database_url=postgres_url, RUNTIME_OPS_PIPELINES_DIR=str(pipelines))
     defs = build_definitions(load_settings())
     flows = {name: Flow(dagster_instance, defs=defs, pipeline=name) for name in CORPORA}
-    stores = {name: open_store(get_settings().resolved_database_url, pipeline=name) for name in CORPORA}
+    stores = {name: open_store(get_settings().resolved_database_url, get_settings(), pipeline=name) for name in CORPORA}
 
     # First model of each pipeline: nothing to beat, auto-approved, serving.
     for name, flow in flows.items():
@@ -156,7 +156,9 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     assert operator_cli(["approvals", "approve", beta_req["id"], "--as", "UB2"]) == 0
     [promotion] = flows["beta"].tick("approvals_sensor")
     # Locks do not collide: beta promotes while alpha's promotion lock is held.
-    with locker_for(None, get_settings().resolved_database_url).hold("alpha:promotion", ttl_ms=60_000, wait_s=1):
+    with locker_for(None, get_settings().resolved_database_url, get_settings()).hold(
+        "alpha:promotion", ttl_ms=60_000, wait_s=1
+    ):
         assert flows["beta"].run("approvals_sensor", promotion).success
     assert stores["beta"].registry.alias("production") == beta_req["candidate_version"]
     assert stores["alpha"].registry.alias("production") == alpha_req["candidate_version"]

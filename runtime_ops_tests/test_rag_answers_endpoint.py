@@ -22,7 +22,7 @@ def test_answers_come_from_the_endpoint_and_fall_back_when_it_fails(env, postgre
             RUNTIME_OPS_MODEL_API_KEY="sk-test-secret",
         )
         flow = Flow(dagster_instance)
-        store = open_store(get_settings().resolved_database_url)
+        store = open_store(get_settings().resolved_database_url, get_settings())
         flow.tick_and_run("landing_sensor")
         server.default = ok("Use json.dumps [1].")
         [train] = flow.tick_and_run("corpus_sensor")

@@ -78,7 +78,7 @@ def test_every_route_is_keyed_or_authenticated_by_its_own_means(client: TestClie
 def test_no_key_is_401_a_key_without_the_scope_is_403_the_scope_gets_in(
     client: TestClient, postgres_url: str, method: str, path: str
 ) -> None:
-    store = open_store(postgres_url, pipeline=None)
+    store = open_store(postgres_url, get_settings(), pipeline=None)
     scope = KEYED[(method, path)]
     other = "search" if scope == "read" else "read"
     wrong = {"Authorization": f"Bearer {store.api_keys.create('wrong', [other]).key}"}

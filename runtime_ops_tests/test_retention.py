@@ -12,7 +12,7 @@ import pytest
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops.store.artifacts import ArtifactCollected
+from runtime_ops.store.registry.artifacts import ArtifactCollected
 from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
 from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
@@ -53,7 +53,7 @@ def test_retention_collects_old_versions_but_never_production_or_its_rollback_ta
     )
     env(database_url=postgres_url, RUNTIME_OPS_PIPELINES_DIR=str(pipelines), **NEEDS_A_HUMAN)
     flow = Flow(dagster_instance, defs=build_definitions(load_settings()), pipeline=PIPELINE)
-    store = open_store(get_settings().resolved_database_url, pipeline=PIPELINE)
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline=PIPELINE)
     vectors = pipeline_vectors(get_spec(PIPELINE))
 
     write_own_corpus(landing, 60)

@@ -42,7 +42,7 @@ def serving_full_corpus(env: Any, postgres_url: str, instance: Any, landing: Pat
     one-chunk documents grow it by less than 20%); model v1 trained on it (first model), promoted and serving."""
     env(database_url=postgres_url, landing=str(landing))
     flow = Flow(instance)
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     assert flow.automate() == (set(), None)  # baseline
     land_files(sorted(p for p in CORPUS_DIR.rglob("*") if p.is_file()), landing)
     shutil.copytree(CORPUS_DIR, landing / "mirror")
@@ -173,7 +173,7 @@ def test_retrain_tables_match_their_migration(tmp_path: Path) -> None:
 
     from runtime_ops.store import schema as t
 
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings())
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
     assert [d for d in diffs if "drift_signals" in repr(d) or "retrain_requests" in repr(d)] == []

@@ -99,7 +99,7 @@ def world(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> Iterator[
     seed_corpus(url, CHUNKS)
     v1 = make_production(url, seed=1, embed=False)["production_version"]
     v2 = make_production(url, seed=2, embed=False)["production_version"]
-    store = open_store(url, pipeline="demo")
+    store = open_store(url, get_settings(), pipeline="demo")
     vectors = pipeline_vectors(get_spec("demo"))
     locker = open_locker(get_settings())
     with promotion_lease(locker, "demo") as lease:
@@ -253,7 +253,7 @@ def test_the_registry_refuses_unfenced_writes_to_production_and_retrieval_index(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
-    store = open_store(url, pipeline="demo")
+    store = open_store(url, get_settings(), pipeline="demo")
     artifact = store.artifacts.put_artifact("embedder", b"weights", "d1")
     model, _ = store.registry.register_model(
         digest="d1", artifact_id=artifact, params={}, n_documents=1, n_chunks=1, corpus_revision=1, run_id=None

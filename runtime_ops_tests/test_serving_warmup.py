@@ -64,7 +64,9 @@ def _serve_new_model(store: StateStore, vectors: VectorStore, seed: int) -> int:
     version = int(model["version"])
     index = ensure_index(store, vectors, version, embedder=embedder)
     assert store.pipeline is not None
-    with locker_for(None, get_settings().resolved_database_url).hold(lock_name(store.pipeline)) as lease:
+    with locker_for(None, get_settings().resolved_database_url, get_settings()).hold(
+        lock_name(store.pipeline)
+    ) as lease:
         store.registry.set_alias("production", version, actor="test", fence=lease.fence)
         store.registry.set_alias("retrieval_index", index.index_id, actor="test", fence=lease.fence)
     return index.index_id
@@ -78,7 +80,7 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
     for name in names:
         declare_pipeline(pipelines, name, tmp_path / "landing" / name)
     env(RUNTIME_OPS_PIPELINES_DIR=str(pipelines))
-    alpha = open_store(get_settings().resolved_database_url, pipeline="alpha")
+    alpha = open_store(get_settings().resolved_database_url, get_settings(), pipeline="alpha")
     beta, gamma = alpha.scoped("beta"), alpha.scoped("gamma")
     vectors = {name: pipeline_vector_store(get_spec(name).vector_store) for name in names}
     first = _serve_new_model(alpha, vectors["alpha"], seed=1)  # alpha serves v1; beta has no index yet

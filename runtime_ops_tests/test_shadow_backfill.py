@@ -25,8 +25,9 @@ import dagster as dg
 
 from bench._synth import make_production, seed_corpus
 from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, incomplete_backfill
+from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.fencing import set_fenced
 from runtime_ops_tests.topology import process_tree, wait_for
@@ -75,7 +76,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
     seed_corpus(pgvector_url, CHUNKS)
     production = make_production(pgvector_url, seed=1, embed=False, train_sample=TRAIN_SAMPLE)["production_version"]
     candidate = make_production(pgvector_url, seed=2, embed=False, train_sample=TRAIN_SAMPLE)["production_version"]
-    store = open_store(pgvector_url, pipeline="demo", migrate=False)
+    store = open_store(pgvector_url, get_settings(), pipeline="demo", migrate=False)
     set_fenced(store, "production", production)
     store.registry.set_alias("candidate", candidate, actor="test")
     vectors = open_vector_store(pgvector_url)

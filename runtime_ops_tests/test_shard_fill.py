@@ -17,8 +17,9 @@ from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.locks.factory import locker_for
 from runtime_ops.serving.shards import fill_shard
 from runtime_ops.serving.vector_index import IndexIncomplete, fill_index, incomplete_backfill
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 from runtime_ops.vectors.base import IndexName, VectorStore
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.fencing import set_fenced
@@ -56,7 +57,7 @@ def world(
             corpus = stack.enter_context(corpus_templates.postgres(server, CHUNKS, (1, 2)))
             url = vector_url = corpus.url
         production, candidate = corpus.versions
-        store = open_store(url, pipeline="demo", migrate=False)
+        store = open_store(url, get_settings(), pipeline="demo", migrate=False)
         set_fenced(store, "production", production)
         store.registry.set_alias("candidate", candidate, actor="test")
         yield store, open_vector_store(vector_url), url, candidate
@@ -64,7 +65,7 @@ def world(
 
 
 def _fill(store: StateStore, vectors: VectorStore, url: str, version: int, shard: int, **kw: Any) -> Any:
-    locker = locker_for(None, url)
+    locker = locker_for(None, url, get_settings())
     return fill_shard(
         store, vectors, version, Shard(shard, SHARDS), guard=lambda: locker.hold(f"demo:index-fill:v{version}"), **kw
     )
@@ -131,7 +132,7 @@ def test_a_shard_that_failed_half_way_resumes_and_embeds_only_the_rest(
 def test_a_plan_of_another_shard_count_is_refused(world: Any) -> None:
     store, vectors, url, version = world
     _fill(store, vectors, url, version, 0)
-    locker = locker_for(None, url)
+    locker = locker_for(None, url, get_settings())
     with pytest.raises(ValueError, match="already being filled in 4 shards, not 8"):
         fill_shard(store, vectors, version, Shard(0, 8), guard=lambda: locker.hold("demo:index-fill"))
 

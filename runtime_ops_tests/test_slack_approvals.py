@@ -19,7 +19,7 @@ from runtime_ops.definitions import build_resources
 from runtime_ops.models.checks import request_policy
 from runtime_ops.policies.approvals import Tier
 from runtime_ops.resources.state import ApprovalsResource
-from runtime_ops.settings import Settings, load_settings
+from runtime_ops.settings import Settings, get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
 from runtime_ops_tests.servers import free_port
@@ -103,7 +103,7 @@ def world(env, postgres_url, request) -> Iterator[World]:  # type: ignore[no-unt
             RUNTIME_OPS_EXPIRE_AFTER=opts.get("expire_after", "2h"),
         )
         settings = load_settings()
-        store = open_store(settings.resolved_database_url)
+        store = open_store(settings.resolved_database_url, get_settings())
         clock = FakeClock()
         policy = request_policy(get_spec(settings=settings))
         if "tiers" in opts:  # an escalation chain: (comma-separated approvers, hours after opening) per tier

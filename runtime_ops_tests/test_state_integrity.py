@@ -41,7 +41,7 @@ def _filled_store(env: Any, tmp_path: Path) -> Path:
     import sqlite3
 
     env()
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     store.audit_log.append(event="note", actor="ops", channel="cli", detail={"first": True})
     store.engine.dispose()
     path = Path(get_settings().resolved_database_url.removeprefix("sqlite:///"))

@@ -58,7 +58,7 @@ def test_a_document_that_parses_too_long_is_quarantined_and_its_batch_completes(
     landing = _landing(tmp_path)
     (landing / "slow.pdf").write_bytes(slow_pdf(SLOW_OPS))
     env(database_url=postgres_url, landing=str(landing), RUNTIME_OPS_PARSE_TIMEOUT="1s")
-    store = open_store(get_settings().resolved_database_url, pipeline="demo")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="demo")
 
     started = time.monotonic()
     [result] = Flow(dagster_instance).tick_and_run("landing_sensor")
@@ -86,7 +86,7 @@ def test_a_step_past_its_timeout_fails_and_is_retried_by_its_policy(
     # The first attempt of raw_documents stalls for 30 s (once: its retry goes through).
     monkeypatch.setenv("RUNTIME_OPS_FAILPOINTS", "documents.parse=once:sleep:30")
     monkeypatch.setenv("RUNTIME_OPS_FAILPOINT_DIR", str(markers))
-    store = open_store(get_settings().resolved_database_url, pipeline="demo")
+    store = open_store(get_settings().resolved_database_url, get_settings(), pipeline="demo")
     flow = Flow(dagster_instance)
     [request] = flow.tick("landing_sensor")
     assert flow.job_for("landing_sensor", request).tags["runtime_ops/step_timeout_s"] == "2"  # the job carries it
@@ -108,7 +108,7 @@ def test_a_step_past_its_timeout_fails_and_is_retried_by_its_policy(
 
 def test_a_statement_past_the_statement_timeout_is_cancelled_by_the_server(env: Any, postgres_url: str) -> None:
     env(database_url=postgres_url, RUNTIME_OPS_DB_STATEMENT_TIMEOUT="1s")
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     started = time.monotonic()
     with pytest.raises(OperationalError, match="statement timeout"), store.engine.connect() as conn:
         conn.execute(text("SELECT pg_sleep(10)"))

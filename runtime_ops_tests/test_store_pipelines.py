@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.settings import get_settings
 from runtime_ops.store import (
     DEFAULT_PIPELINE,
     ForeignTarget,
@@ -77,7 +78,7 @@ def _populate(store: StateStore, seed: str) -> dict[str, Any]:
 
 
 def test_pipelines_are_isolated(db_url: str) -> None:
-    alpha = open_store(db_url, pipeline="alpha")
+    alpha = open_store(db_url, get_settings(), pipeline="alpha")
     beta = alpha.scoped("beta")
     assert (alpha.pipeline, beta.pipeline) == ("alpha", "beta")
     a = _populate(alpha, "same")
@@ -147,7 +148,7 @@ def test_pipelines_are_isolated(db_url: str) -> None:
         every.registry.set_alias("production", a["model"]["version"], actor="test")
     with pytest.raises(UnscopedWrite, match="look up a model version"):  # v1 of which pipeline?
         every.registry.get_model(1)
-    assert open_store(db_url, pipeline=None).pipeline is None
+    assert open_store(db_url, get_settings(), pipeline=None).pipeline is None
 
     # Scrape-time aggregates carry the pipeline.
     aggregates = every.metrics.metric_aggregates(datetime.now(UTC), (1.0, 60.0))
@@ -156,7 +157,7 @@ def test_pipelines_are_isolated(db_url: str) -> None:
 
 
 def test_default_pipeline_is_demo(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", get_settings())
     assert store.pipeline == DEFAULT_PIPELINE == "demo"
     with pytest.raises(ValueError, match="pipeline name"):
         store.scoped("")
@@ -204,8 +205,8 @@ _OWNED = (
 
 
 def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
-    engine = engine_for(db_url)
-    upgrade(engine, "0007")
+    engine = engine_for(db_url, get_settings())
+    upgrade(engine, get_settings(), "0007")
     assert current_revision(engine) == "0007"
     with engine.begin() as conn:
         for sql in _ROWS_0007:
@@ -213,14 +214,14 @@ def test_migration_0008_moves_existing_rows_to_demo(db_url: str) -> None:
         if engine.dialect.name == "postgresql":  # explicit ids above: move the serial sequences past them
             for table in ("artifacts", "documents", "chunks", "eval_reports", "retrieval_indexes"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), 1)"))
-    upgrade(engine)
+    upgrade(engine, get_settings())
     assert current_revision(engine) == head_revision()
     with engine.begin() as conn:
         for table in _OWNED:
             assert conn.execute(text(f"SELECT pipeline FROM {table}")).scalars().all() == ["demo"], table
         assert conn.execute(text("SELECT count(*) FROM approval_votes")).scalar() == 1
         assert conn.execute(text("SELECT count(*) FROM chunks")).scalar() == 1
-    demo = StateStore(engine)
+    demo = StateStore(engine, get_settings())
     assert demo.registry.alias("production") == 1
     assert demo.requests.get_request("apr-1")["pipeline"] == "demo"
     assert demo.ledger.known_versions(["k"]) == {("k", "v")}

@@ -13,6 +13,7 @@ import psycopg2
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import QueuePool
 
+from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.engine import reader_for
 
@@ -20,7 +21,7 @@ from runtime_ops.store.engine import reader_for
 def test_sqlite_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     url = f"sqlite:///{db}"
-    store = open_store(url, pipeline="demo")
+    store = open_store(url, get_settings(), pipeline="demo")
     key = store.api_keys.create("reader", ["search"]).key
     assert store.api_keys.verify(key) is not None  # its first use is noted now; the next verify only reads
 
@@ -43,7 +44,7 @@ def test_sqlite_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
 
 
 def test_postgres_reads_survive_a_dropped_connection(postgres_url: str) -> None:
-    store = open_store(postgres_url, pipeline="demo")
+    store = open_store(postgres_url, get_settings(), pipeline="demo")
     key = store.api_keys.create("reader", ["search"]).key
     assert store.api_keys.verify(key) is not None
     reader = reader_for(store.engine)
@@ -72,10 +73,12 @@ def test_postgres_reads_survive_a_dropped_connection(postgres_url: str) -> None:
 
 
 def test_postgres_reads_run_outside_a_transaction(postgres_url: str) -> None:
-    store = open_store(postgres_url, pipeline="demo")
+    store = open_store(postgres_url, get_settings(), pipeline="demo")
     reader = reader_for(store.engine)
     assert reader is not store.engine
     with reader.connect() as conn:
         # AUTOCOMMIT: no BEGIN before a read and no COMMIT after it (two round trips each request saves).
         assert getattr(conn.connection.dbapi_connection, "autocommit", None) is True
-    assert reader_for(open_store(postgres_url, pipeline="beta").engine) is reader  # one pool per database
+    assert (
+        reader_for(open_store(postgres_url, get_settings(), pipeline="beta").engine) is reader
+    )  # one pool per database

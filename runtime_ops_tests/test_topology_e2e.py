@@ -100,7 +100,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         topo.start_code_server(wait=False)
 
         # Production v1, set up in this process (the deployment's storage, not its processes).
-        store = open_store(get_settings().resolved_database_url)
+        store = open_store(get_settings().resolved_database_url, get_settings())
         flow = Flow(topo.instance)
         put_tree(client, bucket, CORPUS_DIR / "stdlib" / "data")
         assert all(r.success for r in flow.tick_and_run("landing_sensor"))

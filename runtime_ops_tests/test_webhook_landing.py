@@ -44,6 +44,6 @@ def test_webhook_lands_objects_once(env, postgres_url, dagster_instance, tmp_pat
     flow = Flow(dagster_instance)
     [run] = flow.tick_and_run("landing_sensor")
     assert run.success
-    store = open_store(get_settings().resolved_database_url)
+    store = open_store(get_settings().resolved_database_url, get_settings())
     assert {d["key"] for d in store.documents.documents_by_status("ok")} == {"crm/notes.md", "crm/contract.pdf"}
     assert flow.tick("landing_sensor") == []

@@ -21,7 +21,9 @@ from runtime_ops.models.promotion import StoreJournal, promotion_steps
 from runtime_ops.saga.engine import run
 from runtime_ops.serving.index_alias import serve_production
 from runtime_ops.store import StateStore
-from runtime_ops.store.alerts import rollback_digest
+from runtime_ops.store.approvals.requests import Requests
+from runtime_ops.store.operations.alerts import rollback_digest
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.vectors.base import VectorStore
 
 ROLLBACK_ACTOR_PREFIX = "rollback:"
@@ -53,15 +55,15 @@ def previous_version(history: Sequence[dict[str, Any]], current: int | None) -> 
     return None
 
 
-def plan_rollback(store: StateStore) -> tuple[int, int]:
+def plan_rollback(registry: Registry) -> tuple[int, int]:
     """(current production, the version to roll back to); RollbackRefused when there is none."""
-    current = store.registry.alias("production")
+    current = registry.alias("production")
     if current is None:
         raise RollbackRefused("no production model: nothing to roll back")
-    target = previous_version(store.registry.alias_history("production"), current)
+    target = previous_version(registry.alias_history("production"), current)
     if target is None:
         raise RollbackRefused(f"production {version_label(current)} has no previous version in the alias history")
-    if store.registry.get_model(target) is None:
+    if registry.get_model(target) is None:
         raise RollbackRefused(f"the previous version {version_label(target)} is not in the model registry")
     return int(current), target
 
@@ -71,10 +73,10 @@ def saga_id(alert_key: str) -> str:
 
 
 def verify_approval(
-    store: StateStore, *, approval_id: str, alert_key: str, from_version: int, to_version: int
+    requests: Requests, *, approval_id: str, alert_key: str, from_version: int, to_version: int
 ) -> dict[str, Any]:
     """The approved request for exactly this rollback, or RollbackRefused."""
-    request = store.requests.get_request(approval_id)
+    request = requests.get_request(approval_id)
     if request is None:
         raise RollbackRefused(f"refusing to roll back: approval request {approval_id!r} does not exist")
     if request["candidate_digest"] != rollback_digest(alert_key, from_version, to_version):
@@ -122,7 +124,11 @@ def run_rollback(
     request: dict[str, Any]
     if approval_id is not None:
         approved = verify_approval(
-            store, approval_id=approval_id, alert_key=alert_key, from_version=from_version, to_version=to_version
+            store.requests,
+            approval_id=approval_id,
+            alert_key=alert_key,
+            from_version=from_version,
+            to_version=to_version,
         )
         request = {"id": approved["id"], "decided_by": f"{ROLLBACK_ACTOR_PREFIX}{approved['decided_by']}"}
     else:

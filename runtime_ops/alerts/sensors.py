@@ -226,7 +226,7 @@ class _Tick:
         from runtime_ops.alerts.rollback import RollbackRefused, plan_rollback
 
         try:
-            current, target = plan_rollback(self.store)
+            current, target = plan_rollback(self.store.registry)
         except RollbackRefused as exc:
             self.finish(alert, "error", str(exc), now, rule=rule.name, action=rule.action)
             return

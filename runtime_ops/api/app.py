@@ -158,7 +158,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
     # promotions (Slack or a public URL, no approvers) stops the API here, naming the setting.
     load_specs(settings)
     # Unscoped: the API serves every pipeline's requests (ids are global; each row names its pipeline).
-    store = open_store(settings.resolved_database_url, pipeline=None, check=True)
+    store = open_store(settings.resolved_database_url, settings, pipeline=None, check=True)
     link_secret = settings.resolved_link_secret()
     register_settings_secrets(settings, link_secret)
     notifier = None
@@ -184,7 +184,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         link_secret=link_secret,
         announcer=announcer,
         slack_signature=signature,
-        refusals=Refusals(store, now, shared=_shared_buckets(settings)),
+        refusals=Refusals(store.audit_log, now, shared=_shared_buckets(settings)),
     )
 
 

@@ -9,7 +9,7 @@
     router = APIRouter(dependencies=[Depends(require_scope("read"))])  # every route of a router
 
 The key comes in `Authorization: Bearer <key>` or `X-API-Key: <key>` (keys are made with `runtime-ops keys create`,
-see `runtime_ops.store.api_keys`). No key, a malformed header, an unknown or revoked key: 401 with
+see `runtime_ops.store.operations.api_keys`). No key, a malformed header, an unknown or revoked key: 401 with
 `WWW-Authenticate: Bearer`. A live key without the scope: 403 (`error="insufficient_scope"`). Otherwise the route
 gets the key's `ApiKey` record (key id, name, scopes; never the secret), also left on `request.state.api_key`.
 An `admin` key has every scope. The store is down: 503, the route does not run.
@@ -27,7 +27,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.deps import OpsContext, OpsDep
-from runtime_ops.store.api_keys import SCOPES, ApiKey, key_id_of
+from runtime_ops.store.operations.api_keys import SCOPES, ApiKey, key_id_of
 
 __all__ = [
     "API_KEY_HEADER",

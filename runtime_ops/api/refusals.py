@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.api.redis_buckets import BucketsUnavailable, RedisBuckets
-from runtime_ops.decisions.decide import refuse
+from runtime_ops.decisions.decide import AuditAppender, refuse
 from runtime_ops.policies.refusals import RefusalPolicy, Summary
-from runtime_ops.store import StateStore
 
 log = logging.getLogger("runtime_ops.api.refusals")
 
@@ -29,12 +28,12 @@ class Refusals:
 
     def __init__(
         self,
-        store: StateStore,
+        audit: AuditAppender,
         now: Callable[[], datetime],
         policy: RefusalPolicy | None = None,
         shared: RedisBuckets | None = None,
     ) -> None:
-        self.store, self.now = store, now
+        self.audit, self.now = audit, now
         self.policy = policy or RefusalPolicy()
         self.shared = shared
         self._lock = threading.Lock()
@@ -54,7 +53,7 @@ class Refusals:
         for summary in verdict.summaries:
             self._write(summary)
         if verdict.record:
-            refuse(self.store, channel=channel, outcome=outcome, detail={**detail, "client": client}, now=now)
+            refuse(self.audit, channel=channel, outcome=outcome, detail={**detail, "client": client}, now=now)
         return verdict.retry_after
 
     def _spend_shared(self, client: str, now: datetime) -> tuple[bool, int | None]:
@@ -90,6 +89,4 @@ class Refusals:
             "reasons": [list(r) for r in s.reasons],
             "limited": s.limited,
         }
-        self.store.audit_log.append(
-            event="refusals", channel=s.channel, outcome=s.outcome, detail=detail, now=s.last_at
-        )
+        self.audit.append(event="refusals", channel=s.channel, outcome=s.outcome, detail=detail, now=s.last_at)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runtime_ops.store import StateStore
-from runtime_ops.store.audit import Audit
-from runtime_ops.store.chain import Anchor, anchor_mac, key_id
+from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.chain import Anchor, anchor_mac, key_id
 
 
 class AnchorsUnavailable(Exception):

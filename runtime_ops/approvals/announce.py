@@ -23,7 +23,7 @@ from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore, remove_alias_compensation
-from runtime_ops.store.alerts import ALERT_SENSOR_LAUNCHES
+from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
 
 if TYPE_CHECKING:
     from runtime_ops.resources.state import ApprovalsResource

@@ -2,7 +2,8 @@
 
 An operator authenticates with an API key that has the `decide` scope and is mapped to an approver id
 (`runtime-ops keys create alice --scope decide --approver U024BE7LH`); the decision's actor is that approver id,
-never a name the caller types. `--as` may only repeat it. Only the key's hash is stored (see `store.api_keys`).
+never a name the caller types. `--as` may only repeat it. Only the key's hash is stored (see
+`store.operations.api_keys`).
 """
 
 from __future__ import annotations

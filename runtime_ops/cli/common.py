@@ -19,7 +19,8 @@ def state_store(pipeline: str | None = None) -> StateStore:
     """The state store, unscoped (every pipeline) unless a pipeline is named."""
     from runtime_ops.store import open_store
 
-    return open_store(get_settings().resolved_database_url, pipeline=pipeline, check=True)
+    settings = get_settings()
+    return open_store(settings.resolved_database_url, settings, pipeline=pipeline, check=True)
 
 
 def request_store(request_id: str) -> StateStore:

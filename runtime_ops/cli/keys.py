@@ -11,7 +11,7 @@ from runtime_ops.cli.common import default_actor, log, print_table, state_store,
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
-    from runtime_ops.store.api_keys import parse_scopes
+    from runtime_ops.store.operations.api_keys import parse_scopes
 
     try:
         scopes = parse_scopes(args.scope)
@@ -60,7 +60,7 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
-    from runtime_ops.store.api_keys import key_id_of
+    from runtime_ops.store.operations.api_keys import key_id_of
 
     key_id = key_id_of(args.key_id)
     if key_id is None:

@@ -77,9 +77,10 @@ def cmd_db_backup(args: argparse.Namespace) -> int:
     from runtime_ops.store.engine import engine_for
     from runtime_ops.store.integrity import backup
 
-    engine = engine_for(get_settings().resolved_database_url)
+    settings = get_settings()
+    engine = engine_for(settings.resolved_database_url, settings)
     try:
-        copy = backup(engine, Path(args.file))
+        copy = backup(engine, Path(args.file), settings)
     except (ValueError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -94,9 +95,10 @@ def cmd_db_restore(args: argparse.Namespace) -> int:
     from runtime_ops.store.engine import engine_for
     from runtime_ops.store.integrity import restore
 
-    engine = engine_for(get_settings().resolved_database_url)
+    settings = get_settings()
+    engine = engine_for(settings.resolved_database_url, settings)
     try:
-        copy = restore(engine, Path(args.file))
+        copy = restore(engine, Path(args.file), settings)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -155,6 +155,6 @@ def decide(
     return DecisionOutcome(result.outcome, result.message, result.request, vote)
 
 
-def refuse(store: DecisionStore, *, channel: str, outcome: str, detail: dict[str, Any], now: datetime) -> None:
+def refuse(audit: AuditAppender, *, channel: str, outcome: str, detail: dict[str, Any], now: datetime) -> None:
     """Audit an attempt refused before it could name a request (it joins the global audit chain)."""
-    store.audit_log.append(event="attempt", channel=channel, outcome=outcome, detail=detail, now=now)
+    audit.append(event="attempt", channel=channel, outcome=outcome, detail=detail, now=now)

@@ -16,10 +16,11 @@ def open_locker(settings: Settings) -> LockerBase:
     Nothing is contacted here: an unreachable Redis surfaces as LockUnavailable on the first acquire, never as a
     silent fallback to the state store (two processes on different backends would not exclude each other).
     """
-    return locker_for(settings.redis_url, settings.resolved_database_url)
+    return locker_for(settings.redis_url, settings.resolved_database_url, settings)
 
 
-def locker_for(redis_url: str | None, database_url: str) -> LockerBase:
+def locker_for(redis_url: str | None, database_url: str, settings: Settings) -> LockerBase:
+    """The locker on `redis_url` (None: on the state store at `database_url`, opened under `settings`)."""
     if redis_url:
         from runtime_ops.locks.redis_lock import RedisLocker
         from runtime_ops.observability.metrics import LockWaitRecorder
@@ -27,8 +28,10 @@ def locker_for(redis_url: str | None, database_url: str) -> LockerBase:
 
         # Lock waits are metrics of the state store whichever backend holds the locks; the store is opened on
         # the first observation, so taking a Redis lock does not wait for it.
-        return RedisLocker(redis_url, wait_observer=LockWaitRecorder(open_store=lambda: open_store(database_url)))
+        return RedisLocker(
+            redis_url, wait_observer=LockWaitRecorder(open_store=lambda: open_store(database_url, settings))
+        )
     from runtime_ops.locks.store_lock import StoreLocker
     from runtime_ops.store import open_store
 
-    return StoreLocker(open_store(database_url))
+    return StoreLocker(open_store(database_url, settings))

@@ -16,7 +16,7 @@ from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.runs import ALERT_TAG
 from runtime_ops.store import StateStore
-from runtime_ops.store.alerts import alert_requester
+from runtime_ops.store.operations.alerts import alert_requester
 
 if TYPE_CHECKING:
     from runtime_ops.policies.approvals import RequestPolicy

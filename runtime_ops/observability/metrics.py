@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from runtime_ops.store import series
-from runtime_ops.store.series import (  # the store's series primitives, used (and offered) here
+from runtime_ops.store.operations import series
+from runtime_ops.store.operations.series import (  # the store's series primitives, used (and offered) here
     LANDING_LAG,
     LANDING_LAG_BOUNDS,
     MAX_LABELS_CHARS,  # noqa: F401 (offered here)

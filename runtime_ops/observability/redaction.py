@@ -64,8 +64,8 @@ _PATTERNS = (
     (_QUERY_PASSWORD, r"\1" + REDACTED),
     # Bearer credentials in headers that end up in messages.
     (re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9_\-.~+/=]{8,}"), r"\1" + REDACTED),
-    # Ops API keys (runtime_ops.store.api_keys: rok_<8 hex>_<secret>): the key id stays readable, the secret goes,
-    # even a truncated one. After the bearer rule, which takes a whole `Bearer <key>` first.
+    # Ops API keys (runtime_ops.store.operations.api_keys: rok_<8 hex>_<secret>): the key id stays readable, the
+    # secret goes, even a truncated one. After the bearer rule, which takes a whole `Bearer <key>` first.
     (re.compile(r"(rok_[0-9a-f]{8}_)[A-Za-z0-9_\-]+"), r"\1" + REDACTED),
 )
 

@@ -22,9 +22,9 @@ class StateStoreResource(dg.ConfigurableResource):
     database_url: str
 
     def store(self) -> StateStore:
-        from runtime_ops.settings import normalise_database_url
+        from runtime_ops.settings import get_settings, normalise_database_url
 
-        return open_store(normalise_database_url(self.database_url))
+        return open_store(normalise_database_url(self.database_url), get_settings())
 
 
 class ApprovalsResource(dg.ConfigurableResource):
@@ -48,6 +48,6 @@ class LocksResource(dg.ConfigurableResource):
 
     def locker(self) -> LockerBase:
         from runtime_ops.locks.factory import locker_for
-        from runtime_ops.settings import normalise_database_url
+        from runtime_ops.settings import get_settings, normalise_database_url
 
-        return locker_for(self.redis_url or None, normalise_database_url(self.database_url))
+        return locker_for(self.redis_url or None, normalise_database_url(self.database_url), get_settings())

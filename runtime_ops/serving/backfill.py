@@ -16,7 +16,7 @@ from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 
 MODEL_VERSION_TAG = "runtime_ops/model_version"
 # A partition waits this long for another one's upserts (a shard of a large corpus takes a while to upsert).

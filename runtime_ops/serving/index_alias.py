@@ -17,7 +17,7 @@ from runtime_ops.labels import index_label, version_label
 from runtime_ops.locks.base import Lease, Locker
 from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.store import StateStore
-from runtime_ops.store.indexes import READY
+from runtime_ops.store.serving.indexes import READY
 from runtime_ops.vectors.base import VectorStore
 
 ALIAS = "retrieval_index"

@@ -22,7 +22,7 @@ from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.store import StateStore
-from runtime_ops.store.embeddings import Shard
+from runtime_ops.store.corpus.embeddings import Shard
 
 # Chunks per page: one query, one embed call and one commit each (the unit a killed run resumes from). Pages of
 # 1,024 rather than 256 cut the per-page costs (statements, commits) of an lsa pass by ~10%.

@@ -22,8 +22,8 @@ from runtime_ops.policies.drift import Centroid
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
 from runtime_ops.serving.vector_index import fill_index, filling_index, index_name_of, stack_vectors
 from runtime_ops.store import StateStore
-from runtime_ops.store.embeddings import Shard
-from runtime_ops.store.indexes import READY, ShardProgress
+from runtime_ops.store.corpus.embeddings import Shard
+from runtime_ops.store.serving.indexes import READY, ShardProgress
 from runtime_ops.vectors.base import VectorStore
 
 Log = Callable[[str], None]

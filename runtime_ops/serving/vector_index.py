@@ -27,9 +27,9 @@ from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing, record_drift
 from runtime_ops.store import StateStore
-from runtime_ops.store.changes import ADD, REMOVE
-from runtime_ops.store.embeddings import Shard
-from runtime_ops.store.indexes import READY, ShardProgress
+from runtime_ops.store.corpus.changes import ADD, REMOVE
+from runtime_ops.store.corpus.embeddings import Shard
+from runtime_ops.store.serving.indexes import READY, ShardProgress
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
 Log = Callable[[str], None]

@@ -7,13 +7,16 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, Executable, Table, create_engine, event
 from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.exc import DBAPIError
 
 from runtime_ops.errors import UserError
+
+if TYPE_CHECKING:
+    from runtime_ops.settings import Settings
 
 _ENGINES: dict[str, Engine] = {}
 _READERS: dict[str, Engine] = {}
@@ -24,12 +27,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def engine_for(url: str) -> Engine:
-    """The process' engine for `url` (created once; a SQLite file's folder is created too)."""
+def engine_for(url: str, settings: Settings) -> Engine:
+    """The process' engine for `url` (created once, under `settings`' statement timeout; a SQLite file's folder
+    is created too when it is the home's)."""
     with _ENGINES_LOCK:
         engine = _ENGINES.get(url)
         if engine is None:
-            engine = _ENGINES[url] = _create(url)
+            engine = _ENGINES[url] = _create(url, settings)
         return engine
 
 
@@ -43,19 +47,26 @@ def reader_for(engine: Engine) -> Engine:
     with _ENGINES_LOCK:
         reader = _READERS.get(url)
         if reader is None:
+            timeout_ms = engine.get_execution_options().get(_STATEMENT_TIMEOUT_MS, 0)
             reader = _READERS[url] = create_engine(
-                url, isolation_level="AUTOCOMMIT", pool_size=5, max_overflow=20, connect_args=_pg_connect_args(url)
+                url,
+                isolation_level="AUTOCOMMIT",
+                pool_size=5,
+                max_overflow=20,
+                connect_args=_pg_connect_args(url, timeout_ms),
             )
         return reader
 
 
-def statement_timeout_ms() -> int:
+def statement_timeout_ms(settings: Settings) -> int:
     """RUNTIME_OPS_DB_STATEMENT_TIMEOUT in milliseconds (0: none): PostgreSQL cancels a statement that runs, or
     waits on a lock, for longer. Schema migrations run without it (`unbounded`)."""
-    from runtime_ops.settings import get_settings
-
-    timeout = get_settings().statement_timeout
+    timeout = settings.statement_timeout
     return round(timeout.total_seconds() * 1000) if timeout else 0
+
+
+# The engine's own statement timeout (ms), kept among its execution options so its reader (`reader_for`) uses it.
+_STATEMENT_TIMEOUT_MS = "runtime_ops_statement_timeout_ms"
 
 
 # A connection attempt that gets no answer (a host that drops packets) fails after this many seconds instead of the
@@ -63,34 +74,42 @@ def statement_timeout_ms() -> int:
 CONNECT_TIMEOUT_S = 10
 
 
-def _pg_connect_args(url: str) -> dict[str, Any]:
+def _pg_connect_args(url: str, timeout_ms: int) -> dict[str, Any]:
     # Every state-store statement is short; one that hangs (a lock held by a stuck process, a runaway query) is
     # cancelled by the server instead of holding a step or an API request for ever.
-    args: dict[str, Any] = {"options": f"-c statement_timeout={statement_timeout_ms()}"}
+    args: dict[str, Any] = {"options": f"-c statement_timeout={timeout_ms}"}
     if "connect_timeout" not in make_url(url).query:
         args["connect_timeout"] = CONNECT_TIMEOUT_S
     return args
 
 
-def _sqlite_folder(url: str) -> None:
+def _sqlite_folder(url: str, settings: Settings) -> None:
     """The folder of a SQLite state file must exist; only the home's (RUNTIME_OPS_HOME) is created, on first use: a
     mistyped path must not become a new, empty store."""
-    from runtime_ops.settings import check_sqlite_folder, get_settings, sqlite_path
+    from runtime_ops.settings import check_sqlite_folder, sqlite_path
 
     path = sqlite_path(url)
     if path is None or path.parent.is_dir():
         return
     try:
-        check_sqlite_folder(url, get_settings().resolved_home)
+        check_sqlite_folder(url, settings.resolved_home)
     except ValueError as exc:
         raise UserError(f"state store {url}: {exc}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _create(url: str) -> Engine:
+def _create(url: str, settings: Settings) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20, connect_args=_pg_connect_args(url))
-    _sqlite_folder(url)
+        timeout_ms = statement_timeout_ms(settings)
+        return create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=5,
+            max_overflow=20,
+            connect_args=_pg_connect_args(url, timeout_ms),
+            execution_options={_STATEMENT_TIMEOUT_MS: timeout_ms},
+        )
+    _sqlite_folder(url, settings)
     # Sensors, runs and the CLI are separate processes: wait for the writer instead of failing.
     engine = create_engine(url, connect_args={"timeout": 30})
 

@@ -19,11 +19,15 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from runtime_ops.errors import UserError
+
+if TYPE_CHECKING:
+    from runtime_ops.settings import Settings
 
 BACKUP_PG = (
     'the state store is PostgreSQL: back it up with `pg_dump --format=custom --file=state.dump "$URL"` and '
@@ -177,7 +181,7 @@ def check(engine: Engine, head: str) -> None:
         )
 
 
-def backup(engine: Engine, dest: Path) -> Copy:
+def backup(engine: Engine, dest: Path, settings: Settings) -> Copy:
     """A consistent copy of a SQLite store at `dest` (which must not exist), checked before it is reported."""
     from runtime_ops.store.migrate import current_revision
 
@@ -203,11 +207,11 @@ def backup(engine: Engine, dest: Path) -> Copy:
     os.replace(tmp, dest)
     from runtime_ops.store.engine import engine_for
 
-    revision = current_revision(engine_for(f"sqlite:///{dest}"))
+    revision = current_revision(engine_for(f"sqlite:///{dest}", settings))
     return Copy(dest, dest.stat().st_size, revision)
 
 
-def restore(engine: Engine, source: Path) -> Copy:
+def restore(engine: Engine, source: Path, settings: Settings) -> Copy:
     """Replace the SQLite store with the backup `source`, once it checks and no process holds the store."""
     from runtime_ops.store.engine import engine_for
     from runtime_ops.store.migrate import current_revision
@@ -244,7 +248,7 @@ def restore(engine: Engine, source: Path) -> Copy:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     os.replace(tmp, path)
     engine.dispose()
-    return Copy(path, path.stat().st_size, current_revision(engine_for(f"sqlite:///{path}")))
+    return Copy(path, path.stat().st_size, current_revision(engine_for(f"sqlite:///{path}", settings)))
 
 
 def checkpoint(engine: Engine) -> None:

@@ -6,11 +6,14 @@ import contextlib
 import fcntl
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Engine, text
 
 from runtime_ops.store.engine import unbounded
+
+if TYPE_CHECKING:
+    from runtime_ops.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _PG_LOCK_KEY = 0x72756E6F7073  # "runops": one advisory lock id for schema migrations
@@ -70,17 +73,18 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 _MIGRATED: set[str] = set()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Run the migrations up to `revision` under the migration lock (tests stop at an older one)."""
-    _migrate(engine, "upgrade", revision)
+def upgrade(engine: Engine, settings: Settings, revision: str = "head") -> None:
+    """Run the migrations up to `revision` under the migration lock (tests stop at an older one). `settings` give
+    a migration what it needs beyond the schema (0013: the audit key)."""
+    _migrate(engine, settings, "upgrade", revision)
 
 
-def downgrade(engine: Engine, revision: str) -> None:
+def downgrade(engine: Engine, settings: Settings, revision: str) -> None:
     """Undo the migrations above `revision` under the migration lock (tests and a rollback of a release)."""
-    _migrate(engine, "downgrade", revision)
+    _migrate(engine, settings, "downgrade", revision)
 
 
-def _migrate(engine: Engine, direction: Literal["upgrade", "downgrade"], revision: str) -> None:
+def _migrate(engine: Engine, settings: Settings, direction: Literal["upgrade", "downgrade"], revision: str) -> None:
     from alembic import command
 
     with _migration_lock(engine):
@@ -95,6 +99,7 @@ def _migrate(engine: Engine, direction: Literal["upgrade", "downgrade"], revisio
                 with conn.begin():
                     unbounded(conn)
                     cfg.attributes["connection"] = conn
+                    cfg.attributes["settings"] = settings
                     if direction == "upgrade":
                         command.upgrade(cfg, revision)
                     else:
@@ -108,7 +113,7 @@ def _migrate(engine: Engine, direction: Literal["upgrade", "downgrade"], revisio
                     conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
 
 
-def upgrade_to_head(engine: Engine, *, on_create: Callable[[], object] | None = None) -> None:
+def upgrade_to_head(engine: Engine, settings: Settings, *, on_create: Callable[[], object] | None = None) -> None:
     """Migrate to the newest schema (once per process and URL); `on_create` runs first when the database has no
     schema yet, i.e. when the store is being created."""
     key = str(engine.url)
@@ -119,5 +124,5 @@ def upgrade_to_head(engine: Engine, *, on_create: Callable[[], object] | None = 
     if current != head:
         if current is None and on_create is not None:
             on_create()
-        upgrade(engine)
+        upgrade(engine, settings)
     _MIGRATED.add(key)

@@ -4,7 +4,6 @@ Pipeline-owned tables carry `pipeline` (their uniqueness is per pipeline); chunk
 log and link uses hang off owned rows and are reached through them; artifacts, locks, API keys and metric series
 are process-wide (series carry a `pipeline` label)."""
 
-from runtime_ops.store.tables.access import api_keys
 from runtime_ops.store.tables.approvals import (
     approval_requests,
     approval_votes,
@@ -15,24 +14,32 @@ from runtime_ops.store.tables.approvals import (
 )
 from runtime_ops.store.tables.base import UTCDateTime, metadata
 from runtime_ops.store.tables.corpus import (
-    alias_history,
-    aliases,
-    answers,
-    artifacts,
     change_counters,
     chunk_embeddings,
     chunking_profiles,
     chunks,
     corpus_changes,
     documents,
-    eval_reports,
-    index_shards,
     landing_batches,
-    model_versions,
-    retrieval_indexes,
 )
-from runtime_ops.store.tables.operations import alerts, effects, locks, metric_series, sagas
-from runtime_ops.store.tables.retraining import drift_signals, retrain_requests
+from runtime_ops.store.tables.operations import (
+    alerts,
+    api_keys,
+    drift_signals,
+    effects,
+    locks,
+    metric_series,
+    retrain_requests,
+    sagas,
+)
+from runtime_ops.store.tables.registry import (
+    alias_history,
+    aliases,
+    artifacts,
+    eval_reports,
+    model_versions,
+)
+from runtime_ops.store.tables.serving import answers, index_shards, retrieval_indexes
 
 __all__ = [
     "UTCDateTime",

@@ -1,65 +1,76 @@
 """StateStore: runtime_ops' own state, as small repositories by concern over one engine and one pipeline scope.
 
-    store = open_store(url)                       # scoped to the default pipeline
+    store = open_store(url, settings)             # scoped to the default pipeline
     store.ledger.known_versions(keys)
     store.registry.alias("production")
     store.scoped("beta").requests.get_request(rid)  # None: that request is alpha's
-    open_store(url, pipeline=None)                # unscoped: reads span every pipeline, owned writes refused
+    open_store(url, settings, pipeline=None)      # unscoped: reads span every pipeline, owned writes refused
 
 Each repository method is one transaction; rows come back as plain dicts (with their "pipeline") so callers never
-hold SQLAlchemy objects across transactions. Backed by SQLite (embedded default) or PostgreSQL.
+hold SQLAlchemy objects across transactions. Backed by SQLite (embedded default) or PostgreSQL. The settings it
+uses (statement timeout, home, audit key) are handed in by the entry points (CLI, resources, API), never looked up.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import integrity
-from runtime_ops.store.alerts import Alerts
-from runtime_ops.store.answers import Answers
-from runtime_ops.store.api_keys import ApiKeys
-from runtime_ops.store.artifacts import Artifacts
-from runtime_ops.store.audit import Audit, create_settings_key
-from runtime_ops.store.changes import CorpusChanges
-from runtime_ops.store.deadlines import Deadlines
-from runtime_ops.store.documents import Documents
-from runtime_ops.store.effects import Effects
-from runtime_ops.store.embeddings import Embeddings
+from runtime_ops.store.approvals.audit import Audit, create_settings_key, settings_key
+from runtime_ops.store.approvals.deadlines import Deadlines
+from runtime_ops.store.approvals.notifications import Notifications
+from runtime_ops.store.approvals.requests import Requests
+from runtime_ops.store.approvals.votes import Votes
+from runtime_ops.store.corpus.changes import CorpusChanges
+from runtime_ops.store.corpus.documents import Documents
+from runtime_ops.store.corpus.embeddings import Embeddings
+from runtime_ops.store.corpus.ledger import Ledger
+from runtime_ops.store.corpus.profiles import ChunkingProfiles
 from runtime_ops.store.engine import engine_for, tx
-from runtime_ops.store.evaluations import Evaluations
-from runtime_ops.store.indexes import Indexes
-from runtime_ops.store.ledger import Ledger
-from runtime_ops.store.metrics import Metrics
 from runtime_ops.store.migrate import head_revision, upgrade_to_head
-from runtime_ops.store.notifications import Notifications
-from runtime_ops.store.profiles import ChunkingProfiles
-from runtime_ops.store.registry import Registry
-from runtime_ops.store.requests import Requests
-from runtime_ops.store.retraining import Retraining
-from runtime_ops.store.sagas import Sagas
+from runtime_ops.store.operations.alerts import Alerts
+from runtime_ops.store.operations.api_keys import ApiKeys
+from runtime_ops.store.operations.effects import Effects
+from runtime_ops.store.operations.metrics import Metrics
+from runtime_ops.store.operations.retraining import Retraining
+from runtime_ops.store.operations.sagas import Sagas
+from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.evaluations import Evaluations
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.store.scope import DEFAULT_PIPELINE
-from runtime_ops.store.votes import Votes
+
+if TYPE_CHECKING:
+    from runtime_ops.settings import Settings
+from runtime_ops.store.serving.answers import Answers
+from runtime_ops.store.serving.indexes import Indexes
 
 
 def open_store(
-    url: str, *, pipeline: str | None = DEFAULT_PIPELINE, migrate: bool = True, check: bool = False
+    url: str,
+    settings: Settings,
+    *,
+    pipeline: str | None = DEFAULT_PIPELINE,
+    migrate: bool = True,
+    check: bool = False,
 ) -> StateStore:
-    """The state store at `url` (migrated to the newest schema), scoped to `pipeline` (None: unscoped). `check`
-    (entry points: the CLI, the API, `runtime-ops dev`) first checks it answers and is whole, once per process,
-    raising `StateUnreachable` (host and port) or `StateDamaged` (the file and the fix)."""
-    engine = engine_for(url)
+    """The state store at `url` (migrated to the newest schema) under `settings`, scoped to `pipeline` (None:
+    unscoped). `check` (entry points: the CLI, the API, `runtime-ops dev`) first checks it answers and is whole,
+    once per process, raising `StateUnreachable` (host and port) or `StateDamaged` (the file and the fix)."""
+    engine = engine_for(url, settings)
     if check and url not in _CHECKED:
         integrity.check(engine, head_revision())
         _CHECKED.add(url)
     if migrate:
         # A store being created gets its audit key with it (unless RUNTIME_OPS_AUDIT_KEY gives one). Nothing else
         # makes one, so a key that went missing is refused rather than silently replaced.
-        upgrade_to_head(engine, on_create=create_settings_key)
-    return StateStore(engine, pipeline=pipeline)
+        upgrade_to_head(engine, settings, on_create=partial(create_settings_key, settings))
+    return StateStore(engine, settings, pipeline=pipeline)
 
 
 _CHECKED: set[str] = set()
@@ -68,10 +79,11 @@ _CHECKED: set[str] = set()
 class StateStore:
     """The engine, the pipeline scope and one repository per concern."""
 
-    def __init__(self, engine: Engine, *, pipeline: str | None = DEFAULT_PIPELINE) -> None:
+    def __init__(self, engine: Engine, settings: Settings, *, pipeline: str | None = DEFAULT_PIPELINE) -> None:
         if pipeline is not None and (not pipeline.strip() or len(pipeline) > 64):
             raise ValueError(f"a pipeline name is 1 to 64 characters, got {pipeline!r}")
         self.engine = engine
+        self.settings = settings
         self.pipeline = pipeline
         p = pipeline
         self.metrics = Metrics(engine, p)
@@ -86,7 +98,7 @@ class StateStore:
         self.embeddings = Embeddings(engine, p)
         self.indexes = Indexes(engine, p)
         self.answers = Answers(engine, p)
-        self.audit_log = Audit(engine, p)
+        self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
         self.requests = Requests(engine, p, self.audit_log)
         self.votes = Votes(engine, p, self.audit_log, self.requests)
         self.deadlines = Deadlines(engine, p, self.audit_log)
@@ -98,7 +110,7 @@ class StateStore:
 
     def scoped(self, pipeline: str | None) -> StateStore:
         """A store on the same engine for `pipeline` (None: the unscoped view)."""
-        return StateStore(self.engine, pipeline=pipeline)
+        return StateStore(self.engine, self.settings, pipeline=pipeline)
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Connection]:

@@ -7,7 +7,7 @@ import pytest
 
 from runtime_ops.approvals import links
 from runtime_ops.policies.approvals import RequestPolicy, authorise, tally
-from runtime_ops.store import chain as audit
+from runtime_ops.store.approvals import chain as audit
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -8,11 +8,8 @@ render `Announcer.view`, the same view the Slack message shows, so a page after 
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, BackgroundTasks, Form, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import select
 
 from runtime_ops.api.deps import AnnouncerDep, ClockDep, LinkSecretDep, RefusalsDep, StoreDep
 from runtime_ops.api.pages import decision_page, evidence_page, outcome_page
@@ -21,8 +18,6 @@ from runtime_ops.approvals.links import display_name
 from runtime_ops.decisions.decide import decide
 from runtime_ops.decisions.preview import link_state
 from runtime_ops.storable_text import unstorable
-from runtime_ops.store import StateStore
-from runtime_ops.store import schema as t
 
 router = APIRouter(tags=["approvals"])
 
@@ -39,7 +34,7 @@ def approval_page(
     except links.LinkError as exc:
         return HTMLResponse(outcome_page("Link refused", str(exc), "refused"), _REFUSAL_STATUS[exc.kind])
     request = store.requests.get_request(claims.request_id)
-    used = _link_use(store, claims.nonce) if request is not None else None
+    used = store.votes.link_use(claims.nonce) if request is not None else None
     state = link_state(request, link_digest=claims.digest, link_used=used is not None)
     if state == "unknown_request" or request is None:
         return HTMLResponse(outcome_page("Unknown request", f"No approval request {claims.request_id}."), 404)
@@ -128,11 +123,3 @@ def _reason_problem(action: str, reason: str | None) -> str | None:
 
 def _names(approvers: list[str]) -> str:
     return ", ".join(display_name(a) for a in approvers)
-
-
-def _link_use(store: StateStore, nonce: str) -> dict[str, Any] | None:
-    # The state store has no read of link_uses (only the insert inside cast_vote); this query moves into its
-    # approvals repository once the store split lands.
-    with store.tx() as conn:
-        row = conn.execute(select(t.link_uses).where(t.link_uses.c.nonce == nonce)).first()
-        return dict(row._mapping) if row else None

@@ -39,7 +39,7 @@ async def slack_interactions(request: Request, background: BackgroundTasks, ops:
         click = parse_interaction(body, hooks_url=ops.settings.slack_hooks_url)
     except MalformedInteraction as exc:
         detail = {"reason": str(exc)}
-        await run_in_threadpool(refuse, store, channel="slack", outcome="malformed", detail=detail, now=now())
+        await run_in_threadpool(refuse, store.audit_log, channel="slack", outcome="malformed", detail=detail, now=now())
         return JSONResponse({"error": f"malformed interaction: {exc}"}, 400)
     # The state store is synchronous: the decision runs in the thread pool, off the event loop.
     outcome = await run_in_threadpool(

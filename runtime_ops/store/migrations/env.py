@@ -1,4 +1,5 @@
-"""Alembic environment: runs on a connection handed in by `runtime_ops.store.migrate`, or on the URL."""
+"""Alembic environment: runs on a connection handed in by `runtime_ops.store.migrate` (with the settings it hands in,
+which 0013 reads the audit key from), or on the URL."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from sqlalchemy import (
 
 from runtime_ops.store.scope import DEFAULT_PIPELINE
 from runtime_ops.store.tables.base import UTCDateTime, metadata
-from runtime_ops.store.tables.corpus import model_ref
+from runtime_ops.store.tables.registry import model_ref
 
 approval_requests = Table(
     "approval_requests",

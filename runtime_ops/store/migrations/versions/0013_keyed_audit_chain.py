@@ -21,14 +21,16 @@ depends_on = None
 
 
 def _unkeyed(prev_hash: str, record: dict) -> str:  # type: ignore[type-arg]
-    from runtime_ops.store.chain import canonical
+    from runtime_ops.store.approvals.chain import canonical
 
     return hashlib.sha256(f"{prev_hash}\n{canonical(record)}".encode()).hexdigest()
 
 
 def _rechain(keyed: bool) -> None:
-    from runtime_ops.store.audit import create_settings_key, settings_key
-    from runtime_ops.store.chain import GENESIS, GLOBAL_CHAIN, record_hash
+    from alembic import context
+
+    from runtime_ops.store.approvals.audit import create_settings_key, settings_key
+    from runtime_ops.store.approvals.chain import GENESIS, GLOBAL_CHAIN, record_hash
 
     from runtime_ops.store.tables.base import UTCDateTime
 
@@ -54,7 +56,8 @@ def _rechain(keyed: bool) -> None:
             break
         for row in rows:
             rec = dict(row)
-            key = key or (create_settings_key() if keyed else settings_key())
+            settings = context.config.attributes["settings"]  # handed in by runtime_ops.store.migrate
+            key = key or (create_settings_key(settings) if keyed else settings_key(settings))
             chain = str(rec["chain"])
             prev_old, prev_new = old.get(chain, GENESIS), new.get(chain, GENESIS)
             expected = _unkeyed(prev_old, rec) if keyed else record_hash(prev_old, rec, key)

@@ -20,8 +20,8 @@ from sqlalchemy import Engine, and_, func, select, update
 
 from runtime_ops.faults import failpoint
 from runtime_ops.store import schema as t
+from runtime_ops.store.approvals.requests import Requests, new_request_id
 from runtime_ops.store.engine import upsert, utcnow
-from runtime_ops.store.requests import Requests, new_request_id
 from runtime_ops.store.scope import DEFAULT_PIPELINE, Repository, row_dict
 
 # A remediation in one of these states is still under way: the same fingerprint launches nothing more.

@@ -26,8 +26,7 @@ from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert, utcnow
-from runtime_ops.store.scope import DEFAULT_PIPELINE, Repository
-from runtime_ops.store.series import (
+from runtime_ops.store.operations.series import (
     WRITE_ERRORS,
     HistogramData,
     SeriesDelta,
@@ -37,6 +36,7 @@ from runtime_ops.store.series import (
     merge_buckets,
     note_write_error,
 )
+from runtime_ops.store.scope import DEFAULT_PIPELINE, Repository
 
 log = logging.getLogger("runtime_ops.metrics")
 

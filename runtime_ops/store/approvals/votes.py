@@ -13,11 +13,11 @@ from sqlalchemy.engine import Connection
 
 from runtime_ops.policies.approvals import authorise, tally
 from runtime_ops.store import schema as t
-from runtime_ops.store.audit import Audit
+from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.requests import OPEN, Requests
+from runtime_ops.store.approvals.writebatch import WriteBatch
 from runtime_ops.store.engine import upsert, utcnow
-from runtime_ops.store.requests import OPEN, Requests
 from runtime_ops.store.scope import Repository
-from runtime_ops.store.writebatch import WriteBatch
 
 _R, _V = t.approval_requests, t.approval_votes
 
@@ -73,6 +73,12 @@ class Votes(Repository):
             mine = and_(_V.c.request_id == request_id, self.owned(_R))
             q = select(_V).join(_R, _R.c.id == _V.c.request_id).where(mine)
             return [dict(r._mapping) for r in conn.execute(q.order_by(_V.c.id))]
+
+    def link_use(self, nonce: str) -> dict[str, Any] | None:
+        """The use of the signed link `nonce` (when and for what it decided), or None: it was never used."""
+        with self.tx() as conn:
+            row = conn.execute(select(t.link_uses).where(t.link_uses.c.nonce == nonce)).first()
+            return dict(row._mapping) if row else None
 
     # ------------------------------------------------------------------ decisions
     def cast_vote(

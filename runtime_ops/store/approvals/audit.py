@@ -8,16 +8,19 @@ clicks on different requests never wait for each other; records of no known requ
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, bindparam, insert, literal, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from runtime_ops.store import audit_coverage
-from runtime_ops.store import chain as chain_mod
 from runtime_ops.store import schema as t
+from runtime_ops.store.approvals import audit_coverage
+from runtime_ops.store.approvals import chain as chain_mod
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository
+
+if TYPE_CHECKING:
+    from runtime_ops.settings import Settings
 
 _R, _L, _HEAD = t.approval_requests, t.audit_log, t.audit_head
 _REQUEST_HEAD = select(_R.c.audit_seq, _R.c.audit_hash).where(_R.c.id == bindparam("rid")).with_for_update()
@@ -51,22 +54,18 @@ def chain_record(chain: str, head: tuple[int, str], key: bytes, **fields: Any) -
     return record
 
 
-def settings_key() -> bytes:
-    """The audit key from the settings, never created here (a missing one is a SettingsError naming the fix)."""
-    from runtime_ops.settings import get_settings
-
-    return get_settings().resolved_audit_key().encode()
+def settings_key(settings: Settings) -> bytes:
+    """The audit key from `settings`, never created here (a missing one is a SettingsError naming the fix)."""
+    return settings.resolved_audit_key().encode()
 
 
-def create_settings_key() -> bytes:
+def create_settings_key(settings: Settings) -> bytes:
     """The audit key, made under RUNTIME_OPS_HOME when there is none: only for a store being created."""
-    from runtime_ops.settings import get_settings
-
-    return get_settings().resolved_audit_key(create=True).encode()
+    return settings.resolved_audit_key(create=True).encode()
 
 
 class Audit(Repository):
-    def __init__(self, engine: Engine, pipeline: str | None, key: Callable[[], bytes] = settings_key) -> None:
+    def __init__(self, engine: Engine, pipeline: str | None, key: Callable[[], bytes]) -> None:
         super().__init__(engine, pipeline)
         self._key_source = key
         self._key: bytes | None = None

@@ -11,8 +11,8 @@ from sqlalchemy.engine import Connection
 
 from runtime_ops.policies.approvals import escalations_due, reached_tiers, request_tiers
 from runtime_ops.store import schema as t
-from runtime_ops.store.audit import Audit
-from runtime_ops.store.requests import OPEN
+from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.requests import OPEN
 from runtime_ops.store.scope import Repository
 
 _R = t.approval_requests

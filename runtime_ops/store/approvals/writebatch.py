@@ -14,7 +14,7 @@ from sqlalchemy import JSON, bindparam, text
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
-from runtime_ops.store.audit import chain_record
+from runtime_ops.store.approvals.audit import chain_record
 
 
 @dataclass

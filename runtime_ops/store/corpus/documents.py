@@ -11,9 +11,9 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, exists, func, ins
 from sqlalchemy.engine import Connection
 
 from runtime_ops.store import schema as t
-from runtime_ops.store.changes import ADD, REMOVE, append_changes
+from runtime_ops.store.corpus.changes import ADD, REMOVE, append_changes
+from runtime_ops.store.corpus.profiles import LEGACY_PROFILE_ID
 from runtime_ops.store.engine import upsert, utcnow
-from runtime_ops.store.profiles import LEGACY_PROFILE_ID
 from runtime_ops.store.scope import Repository, row_dict
 
 _D, _C = t.documents, t.chunks

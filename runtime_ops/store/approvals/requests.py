@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import schema as t
-from runtime_ops.store.audit import Audit
+from runtime_ops.store.approvals.audit import Audit
 from runtime_ops.store.engine import upsert, utcnow
 from runtime_ops.store.scope import Repository, row_dict
 

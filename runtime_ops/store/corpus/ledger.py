@@ -15,9 +15,9 @@ from sqlalchemy.exc import IntegrityError
 
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert, utcnow
-from runtime_ops.store.metrics import Metrics
+from runtime_ops.store.operations.metrics import Metrics
+from runtime_ops.store.operations.series import LANDING_LAG, LANDING_LAG_BOUNDS, canonical_labels, histogram
 from runtime_ops.store.scope import Repository, row_dict
-from runtime_ops.store.series import LANDING_LAG, LANDING_LAG_BOUNDS, canonical_labels, histogram
 
 
 @dataclass(frozen=True)

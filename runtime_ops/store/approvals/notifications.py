@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Engine, and_, select, update
 
 from runtime_ops.store import schema as t
-from runtime_ops.store.audit import Audit
-from runtime_ops.store.requests import OPEN
+from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.requests import OPEN
 from runtime_ops.store.scope import Repository
 
 _R = t.approval_requests

@@ -1,0 +1,2 @@
+"""The corpus in the state store: the landing ledger, documents and their chunks, chunking profiles, the change
+feed and chunk embeddings."""
