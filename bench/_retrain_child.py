@@ -50,7 +50,7 @@ def timed(work: Path) -> dict[str, Any]:
     import numpy  # noqa: F401
     import sklearn.feature_extraction.text  # noqa: F401
 
-    import runtime_ops.models.evaluation  # noqa: F401
+    import runtime_ops.models.metrics  # noqa: F401
     from bench._synth import PIPELINE, peak_rss_mb, rss_mb
     from runtime_ops.components.build import build_pipeline_defs
     from runtime_ops.components.loading import get_spec

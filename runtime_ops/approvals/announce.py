@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from runtime_ops.approvals import links
-from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
 from runtime_ops.approvals.links import LOCAL_APPROVER
+from runtime_ops.approvals.requests import CANARY_ALIAS, CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.policies.approvals import reached_tiers, request_tiers

@@ -25,7 +25,7 @@ def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
 
 
 def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
-    from runtime_ops.models.golden import current_question_set
+    from runtime_ops.models.question_set import current_question_set
     from runtime_ops.models.scoring import score_stored
 
     version = store.registry.alias("production")
