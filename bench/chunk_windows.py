@@ -141,7 +141,7 @@ class _Side:
 
 def _compare(name: str, before: _Side, after: _Side, questions: Sequence[Any]) -> BenchResult:
     from runtime_ops.models.golden import evaluable
-    from runtime_ops.policies.gate import paired_bootstrap
+    from runtime_ops.policies.bootstrap import paired_bootstrap
 
     selected = evaluable(questions, set(before.keys))
     base, ours = before.ndcg10(selected), after.ndcg10(selected)

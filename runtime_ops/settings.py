@@ -20,6 +20,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, Validation
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runtime_ops.errors import UserError
+from runtime_ops.policies.gate_policy import GatePolicy
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -115,9 +116,11 @@ class Settings(BaseSettings):
 
     # Promotion policy: the gate auto-approves a candidate whose primary metric beats production by
     # `auto_approve_margin`; `meets_policy` fails one that regresses by more than `max_regression`.
-    primary_metric: str = Field(default="ndcg@5", **_env("RUNTIME_OPS_PRIMARY_METRIC"))
-    auto_approve_margin: Fraction = Field(default=0.02, **_env("RUNTIME_OPS_AUTO_APPROVE_MARGIN"))
-    max_regression: Fraction = Field(default=0.05, **_env("RUNTIME_OPS_MAX_REGRESSION"))
+    primary_metric: str = Field(default=GatePolicy.primary_metric, **_env("RUNTIME_OPS_PRIMARY_METRIC"))
+    auto_approve_margin: Fraction = Field(
+        default=GatePolicy.auto_approve_margin, **_env("RUNTIME_OPS_AUTO_APPROVE_MARGIN")
+    )
+    max_regression: Fraction = Field(default=GatePolicy.max_regression, **_env("RUNTIME_OPS_MAX_REGRESSION"))
     golden_set: Path | None = Field(default=None, **_env("RUNTIME_OPS_GOLDEN_SET"))
     max_document_bytes: int = Field(default=10 * 1024 * 1024, gt=0, **_env("RUNTIME_OPS_MAX_DOCUMENT_BYTES"))
     batch_max_objects: int = Field(default=1000, gt=0, le=25_000, **_env("RUNTIME_OPS_BATCH_MAX_OBJECTS"))
@@ -310,6 +313,15 @@ class Settings(BaseSettings):
     def sensor_seconds(self, default: int) -> int:
         """A sensor's minimum interval: RUNTIME_OPS_SENSOR_INTERVAL when set (at least 1 s), else `default`."""
         return max(1, round(self.sensor_interval.total_seconds())) if self.sensor_interval else default
+
+    @property
+    def gate_defaults(self) -> dict[str, str | float]:
+        """The process-wide defaults of a pipeline's `gate:` section, by `GatePolicy` field."""
+        return {
+            "primary_metric": self.primary_metric,
+            "auto_approve_margin": self.auto_approve_margin,
+            "max_regression": self.max_regression,
+        }
 
     @property
     def approvers(self) -> tuple[str, ...]:

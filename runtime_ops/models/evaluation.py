@@ -1,20 +1,19 @@
-"""Models: the evaluation question set, and the candidate scored against production on it for the gate."""
+"""The evaluation steps of a pipeline's `golden_questions` and `evaluation_report` assets: the question set, and the
+candidate scored against production on it, judged by the gate's rule (`policies/gate_rule.py`) and recorded as the
+evaluation report (metrics: `models/metrics.py`; the comparison table: `models/report_markdown.py`)."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
-from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
-
-if TYPE_CHECKING:
-    from runtime_ops.policies.gate import GatePolicy
 
 
 def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
@@ -72,7 +71,9 @@ def evaluate_candidate(
     from runtime_ops.models.question_set import current_question_set
     from runtime_ops.models.report_markdown import comparison_markdown
     from runtime_ops.models.scoring import score_candidate, score_stored
-    from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, report_digest
+    from runtime_ops.policies.changed_questions import changed_questions
+    from runtime_ops.policies.digests import candidate_digest, report_digest
+    from runtime_ops.policies.gate_rule import judge
 
     gate = spec.gate
     candidate_version = store.registry.alias("candidate")
@@ -101,7 +102,6 @@ def evaluate_candidate(
     eval_s = time.monotonic() - started
     cand_metrics = cand.means
     prod_metrics = prod.means if prod is not None else None
-    policy = gate_policy(gate)
     changed: list[dict[str, Any]] = []
     if prod is not None and production_version != candidate_version:
         text = {q.id: q.question for q in cand.questions}
@@ -113,7 +113,7 @@ def evaluate_candidate(
     verdict = judge(
         cand.per_question,
         prod.per_question if prod is not None else None,
-        policy,
+        gate,
         candidate_is_production=production_version == candidate_version,
         seed=spec.evaluation.seed,
     )
@@ -239,18 +239,6 @@ def _evidence_markdown(
         lines.append("Questions whose top results changed most:")
         lines.extend(f"- {escape_text(line)}" for line in changed_lines(changed))
     return "\n".join(lines) + "\n"
-
-
-def gate_policy(gate: GateSpec) -> GatePolicy:  # GatePolicy imported late (numpy)
-    from runtime_ops.policies.gate import GatePolicy
-
-    return GatePolicy(
-        primary_metric=gate.primary_metric,
-        auto_approve_margin=gate.auto_approve_margin,
-        max_regression=gate.max_regression,
-        confidence=gate.confidence,
-        resamples=gate.resamples,
-    )
 
 
 def _history(store: StateStore, report: dict[str, Any]) -> str:
