@@ -1,4 +1,5 @@
-"""One settings model for every environment variable runtime_ops reads.
+"""One settings model for every environment variable runtime_ops reads (durations are parsed by `durations.py`,
+database URLs checked by `database_urls.py`).
 
 Unset means the embedded default (SQLite, local landing folder, local lock, no Slack); a set-but-wrong value
 fails at load with a message that names the variable, so a typo never silently falls back to a default.
@@ -19,57 +20,10 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runtime_ops.database_urls import check_sqlite_folder, normalise_database_url
+from runtime_ops.durations import parse_duration
 from runtime_ops.errors import UserError
 from runtime_ops.policies.gate_policy import GatePolicy
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> timedelta | None:
-    """`90s`, `30m`, `4h`, `2d`, plain seconds, or `off`/`none`/empty for no deadline."""
-    value = text.strip().lower()
-    if value in ("", "off", "none", "never", "0"):
-        return None
-    unit = value[-1]
-    try:
-        seconds = float(value[:-1]) * _UNITS[unit] if unit in _UNITS else float(value)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration; use e.g. 90s, 30m, 4h, 2d or off") from None
-    if seconds <= 0:
-        raise ValueError("a duration must be positive (or 'off')")
-    return timedelta(seconds=seconds)
-
-
-def normalise_database_url(url: str) -> str:
-    """A SQLAlchemy URL for the state store (`postgres://` accepted as PostgreSQL's usual spelling)."""
-    if not url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg2:", "postgres:")):
-        raise ValueError("must be a SQLAlchemy URL such as postgresql://user:pw@host:5432/db or sqlite:///path")
-    if url.startswith("postgres:"):
-        url = "postgresql:" + url[len("postgres:") :]
-    return url
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (`sqlite:///relative`, `sqlite:////absolute`); None for other databases and for
-    an in-memory one."""
-    if not url.startswith("sqlite:"):
-        return None
-    from sqlalchemy.engine import make_url
-
-    database = make_url(url).database
-    return Path(database).expanduser() if database and database != ":memory:" else None
-
-
-def check_sqlite_folder(url: str, home: Path) -> None:
-    """A SQLite state file's folder must exist, unless it is the home (RUNTIME_OPS_HOME), created on first use: a
-    mistyped path would otherwise become a new, empty store."""
-    path = sqlite_path(url)
-    if path is None or path.parent.is_dir() or path.parent.resolve() == home.expanduser().resolve():
-        return
-    raise ValueError(
-        f"the folder {path.parent} of the SQLite file {path} does not exist; correct the path, or create the folder "
-        f"(mkdir -p {path.parent}) for a new state store there"
-    )
 
 
 class SettingsError(UserError, ValueError):

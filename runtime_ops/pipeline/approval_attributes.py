@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field, field_validator
 
-from runtime_ops.settings import parse_duration
+from runtime_ops.durations import parse_duration
 
 
 class EscalationTierAttributes(dg.Resolvable, dg.Model):

@@ -15,13 +15,13 @@ from urllib.parse import urlsplit
 import dagster as dg
 from pydantic import Field, field_validator
 
+from runtime_ops.durations import parse_duration
 from runtime_ops.pipeline.approval_attributes import ApprovalAttributes
 from runtime_ops.pipeline.attribute_types import EnvRef, Fraction, http_url, secret_ref
 from runtime_ops.pipeline.chunking_attributes import ChunkingAttributes
 from runtime_ops.pipeline.embedder_attributes import EmbedderAttributes
 from runtime_ops.pipeline.gate_attributes import GateAttributes
 from runtime_ops.pipeline.spec import check_name
-from runtime_ops.settings import parse_duration
 
 
 class LandingAttributes(dg.Resolvable, dg.Model):

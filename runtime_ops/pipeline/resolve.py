@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from runtime_ops.durations import parse_duration
 from runtime_ops.errors import UserError
 from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes
 from runtime_ops.pipeline.embedder_attributes import SentenceTransformerAttributes
@@ -29,7 +30,7 @@ from runtime_ops.pipeline.spec import (
     VectorStoreSpec,
 )
 from runtime_ops.policies.approvals import RequestPolicy, Tier
-from runtime_ops.settings import Settings, parse_duration
+from runtime_ops.settings import Settings
 
 T = TypeVar("T")
 
