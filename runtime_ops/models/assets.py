@@ -1,7 +1,7 @@
 """A pipeline's model assets and the gate on them: the candidate, the evaluation question set, the candidate's
-evaluation against production, the blocking `meets_policy` and `human_approval` checks on that evaluation, and the
-`production` alias. What each step does lives in a file named for its work (`training.py`, `evaluation.py`,
-`promotion.py`).
+evaluation against production, the blocking `meets_policy` and `human_approval` checks on that evaluation, the
+`production` alias, and the production model's regression evaluation (its `no_regression` check and job). What each
+step does lives in a file named for its work (`training.py`, `evaluation.py`, `promotion.py`, `regression.py`).
 """
 
 from collections.abc import Iterator
@@ -11,13 +11,15 @@ import dagster as dg
 
 from runtime_ops import clock
 from runtime_ops.approvals.requests import decide_command, evaluate_gate, request_policy
+from runtime_ops.jobs import AssetJob
 from runtime_ops.labels import version_label
 from runtime_ops.models.evaluation import evaluate_candidate, quality_metadata, question_set
 from runtime_ops.models.history import set_label
 from runtime_ops.models.promotion import PromotionConfig, promote
+from runtime_ops.models.regression import evaluate_production
 from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 from runtime_ops.models.training import TrainConfig, train_candidate
-from runtime_ops.observability.steps import observed
+from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.resources.state import LocksResource, StateStoreResource
@@ -222,3 +224,56 @@ def pending_metadata(request: dict[str, Any]) -> dict[str, dg.MetadataValue | st
     if request.get("expire_at") is not None:
         out["expires_at"] = dg.MetadataValue.timestamp(request["expire_at"])
     return out
+
+
+def build_regression(
+    spec: PipelineSpec, production_model: dg.AssetsDefinition
+) -> tuple[dg.AssetsDefinition, dg.AssetChecksDefinition, AssetJob]:
+    gate = spec.gate
+
+    @dg.asset(
+        key=spec.asset_path("production_evaluation"),
+        deps=[production_model],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        automation_condition=dg.AutomationCondition.eager(),
+        description="The production model re-evaluated on the golden set and the current corpus; compared with "
+        "the metrics it was promoted with (check no_regression). Runs after every promotion and on "
+        "regression_schedule.",
+    )
+    @observed
+    def production_evaluation(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return evaluate_production(state.store().scoped(spec.name), spec)
+
+    @dg.asset_check(
+        asset=production_evaluation,
+        name="no_regression",
+        description=f"Warns when the production model scores worse than it did at promotion by more than "
+        f"{gate.max_regression} on {gate.primary_metric} (the corpus drifted away from it: consider retraining).",
+    )
+    @observed
+    def no_regression(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        event = context.instance.get_latest_materialization_event(production_evaluation.key)
+        meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
+        drift = meta.get(f"drift/{gate.primary_metric}")
+        if drift is None:
+            return dg.AssetCheckResult(passed=True, description="no promotion-time baseline to compare with")
+        value = float(drift.value)  # type: ignore[arg-type]
+        return dg.AssetCheckResult(
+            passed=value >= -gate.max_regression,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"{gate.primary_metric} moved {value:+.4f} since promotion "
+            f"(allowed -{gate.max_regression:.3f})",
+            metadata={"drift": value},
+        )
+
+    regression_job = dg.define_asset_job(
+        spec.qualified("regression_job"),
+        selection=dg.AssetSelection.assets(production_evaluation),
+        tags={**spec.tags, "dagster/max_runtime": "1800"},
+        config=RUN_LOGGER_CONFIG,
+        description="Re-evaluate the production model on the current corpus.",
+    )
+    return production_evaluation, no_regression, regression_job
