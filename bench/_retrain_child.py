@@ -22,9 +22,13 @@ def evaluation_available() -> tuple[bool, str]:
     another branch): (available, what is missing)."""
     import importlib.util
 
-    from runtime_ops.policies import gate
+    from runtime_ops.policies import bootstrap, changed_questions
 
-    missing = [name for name in ("paired_bootstrap", "changed_questions") if not hasattr(gate, name)]
+    missing = [
+        name
+        for module, name in ((bootstrap, "paired_bootstrap"), (changed_questions, "changed_questions"))
+        if not hasattr(module, name)
+    ]
     if importlib.util.find_spec("runtime_ops.models.questions") is None:
         missing.append("runtime_ops.models.questions")
     return not missing, ", ".join(missing)
