@@ -22,9 +22,13 @@ def evaluation_available() -> tuple[bool, str]:
     another branch): (available, what is missing)."""
     import importlib.util
 
-    from runtime_ops.policies import gate
+    from runtime_ops.policies import bootstrap, changed_questions
 
-    missing = [name for name in ("paired_bootstrap", "changed_questions") if not hasattr(gate, name)]
+    missing = [
+        name
+        for module, name in ((bootstrap, "paired_bootstrap"), (changed_questions, "changed_questions"))
+        if not hasattr(module, name)
+    ]
     if importlib.util.find_spec("runtime_ops.models.questions") is None:
         missing.append("runtime_ops.models.questions")
     return not missing, ", ".join(missing)
@@ -50,7 +54,7 @@ def timed(work: Path) -> dict[str, Any]:
     import numpy  # noqa: F401
     import sklearn.feature_extraction.text  # noqa: F401
 
-    import runtime_ops.models.evaluation  # noqa: F401
+    import runtime_ops.models.metrics  # noqa: F401
     from bench._synth import PIPELINE, peak_rss_mb, rss_mb
     from runtime_ops.components.build import build_pipeline_defs
     from runtime_ops.components.loading import get_spec

@@ -132,7 +132,7 @@ class _Side:
         self.embed_seconds = round(time.monotonic() - started, 1)
 
     def ndcg10(self, questions: Sequence[Any]) -> Any:
-        from runtime_ops.models.evaluation import per_question_metrics, rank_documents
+        from runtime_ops.models.metrics import per_question_metrics, rank_documents
 
         query_vecs = self.embedder.embed([q.question for q in questions])
         ranked = rank_documents(query_vecs, self.vectors, self.keys, top_k=10)
@@ -140,8 +140,8 @@ class _Side:
 
 
 def _compare(name: str, before: _Side, after: _Side, questions: Sequence[Any]) -> BenchResult:
-    from runtime_ops.models.evaluation import evaluable
-    from runtime_ops.policies.gate import paired_bootstrap
+    from runtime_ops.models.golden import evaluable
+    from runtime_ops.policies.bootstrap import paired_bootstrap
 
     selected = evaluable(questions, set(before.keys))
     base, ours = before.ndcg10(selected), after.ndcg10(selected)
@@ -168,7 +168,7 @@ def run() -> list[BenchResult]:
     from runtime_ops.documents.chunking import chunk_text
     from runtime_ops.embedders.sentence import SentenceTransformerEmbedder
     from runtime_ops.embedders.token_counts import counter_for, declared_profile
-    from runtime_ops.models.evaluation import load_golden_set
+    from runtime_ops.models.golden import load_golden_set
     from runtime_ops.models.questions import generate_questions
     from runtime_ops.pipeline.spec import ChunkingSpec, EmbedderSpec, SentenceTransformerSpec
 

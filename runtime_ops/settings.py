@@ -1,4 +1,5 @@
-"""One settings model for every environment variable runtime_ops reads.
+"""One settings model for every environment variable runtime_ops reads (durations are parsed by `durations.py`,
+database URLs checked by `database_urls.py`).
 
 Unset means the embedded default (SQLite, local landing folder, local lock, no Slack); a set-but-wrong value
 fails at load with a message that names the variable, so a typo never silently falls back to a default.
@@ -19,56 +20,10 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runtime_ops.database_urls import check_sqlite_folder, normalise_database_url
+from runtime_ops.durations import parse_duration
 from runtime_ops.errors import UserError
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> timedelta | None:
-    """`90s`, `30m`, `4h`, `2d`, plain seconds, or `off`/`none`/empty for no deadline."""
-    value = text.strip().lower()
-    if value in ("", "off", "none", "never", "0"):
-        return None
-    unit = value[-1]
-    try:
-        seconds = float(value[:-1]) * _UNITS[unit] if unit in _UNITS else float(value)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration; use e.g. 90s, 30m, 4h, 2d or off") from None
-    if seconds <= 0:
-        raise ValueError("a duration must be positive (or 'off')")
-    return timedelta(seconds=seconds)
-
-
-def normalise_database_url(url: str) -> str:
-    """A SQLAlchemy URL for the state store (`postgres://` accepted as PostgreSQL's usual spelling)."""
-    if not url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg2:", "postgres:")):
-        raise ValueError("must be a SQLAlchemy URL such as postgresql://user:pw@host:5432/db or sqlite:///path")
-    if url.startswith("postgres:"):
-        url = "postgresql:" + url[len("postgres:") :]
-    return url
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (`sqlite:///relative`, `sqlite:////absolute`); None for other databases and for
-    an in-memory one."""
-    if not url.startswith("sqlite:"):
-        return None
-    from sqlalchemy.engine import make_url
-
-    database = make_url(url).database
-    return Path(database).expanduser() if database and database != ":memory:" else None
-
-
-def check_sqlite_folder(url: str, home: Path) -> None:
-    """A SQLite state file's folder must exist, unless it is the home (RUNTIME_OPS_HOME), created on first use: a
-    mistyped path would otherwise become a new, empty store."""
-    path = sqlite_path(url)
-    if path is None or path.parent.is_dir() or path.parent.resolve() == home.expanduser().resolve():
-        return
-    raise ValueError(
-        f"the folder {path.parent} of the SQLite file {path} does not exist; correct the path, or create the folder "
-        f"(mkdir -p {path.parent}) for a new state store there"
-    )
+from runtime_ops.policies.gate_policy import GatePolicy
 
 
 class SettingsError(UserError, ValueError):
@@ -115,9 +70,11 @@ class Settings(BaseSettings):
 
     # Promotion policy: the gate auto-approves a candidate whose primary metric beats production by
     # `auto_approve_margin`; `meets_policy` fails one that regresses by more than `max_regression`.
-    primary_metric: str = Field(default="ndcg@5", **_env("RUNTIME_OPS_PRIMARY_METRIC"))
-    auto_approve_margin: Fraction = Field(default=0.02, **_env("RUNTIME_OPS_AUTO_APPROVE_MARGIN"))
-    max_regression: Fraction = Field(default=0.05, **_env("RUNTIME_OPS_MAX_REGRESSION"))
+    primary_metric: str = Field(default=GatePolicy.primary_metric, **_env("RUNTIME_OPS_PRIMARY_METRIC"))
+    auto_approve_margin: Fraction = Field(
+        default=GatePolicy.auto_approve_margin, **_env("RUNTIME_OPS_AUTO_APPROVE_MARGIN")
+    )
+    max_regression: Fraction = Field(default=GatePolicy.max_regression, **_env("RUNTIME_OPS_MAX_REGRESSION"))
     golden_set: Path | None = Field(default=None, **_env("RUNTIME_OPS_GOLDEN_SET"))
     max_document_bytes: int = Field(default=10 * 1024 * 1024, gt=0, **_env("RUNTIME_OPS_MAX_DOCUMENT_BYTES"))
     batch_max_objects: int = Field(default=1000, gt=0, le=25_000, **_env("RUNTIME_OPS_BATCH_MAX_OBJECTS"))
@@ -310,6 +267,15 @@ class Settings(BaseSettings):
     def sensor_seconds(self, default: int) -> int:
         """A sensor's minimum interval: RUNTIME_OPS_SENSOR_INTERVAL when set (at least 1 s), else `default`."""
         return max(1, round(self.sensor_interval.total_seconds())) if self.sensor_interval else default
+
+    @property
+    def gate_defaults(self) -> dict[str, str | float]:
+        """The process-wide defaults of a pipeline's `gate:` section, by `GatePolicy` field."""
+        return {
+            "primary_metric": self.primary_metric,
+            "auto_approve_margin": self.auto_approve_margin,
+            "max_regression": self.max_regression,
+        }
 
     @property
     def approvers(self) -> tuple[str, ...]:

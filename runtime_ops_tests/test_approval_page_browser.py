@@ -23,8 +23,8 @@ from sqlalchemy import select
 
 from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.links import LOCAL_APPROVER
+from runtime_ops.approvals.requests import request_policy
 from runtime_ops.components.loading import get_spec
-from runtime_ops.models.checks import request_policy
 from runtime_ops.settings import Settings, get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t

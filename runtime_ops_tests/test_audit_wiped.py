@@ -117,7 +117,7 @@ def _expired(store: StateStore, rid: str) -> tuple[str, str]:
 
 
 def _compensated(store: StateStore, rid: str) -> tuple[str, str]:
-    from runtime_ops.approvals.announce import COMPENSATIONS
+    from runtime_ops.approvals.deadlines import COMPENSATIONS
 
     store.deadlines.expire_due(utcnow() + timedelta(days=2))
     assert store.deadlines.compensate_due(COMPENSATIONS, utcnow()) == [(rid, "done")]

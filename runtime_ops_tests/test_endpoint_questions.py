@@ -12,7 +12,7 @@ import pytest
 
 from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_definitions
-from runtime_ops.models.golden import QUESTION_PROMPT, current_question_set
+from runtime_ops.models.question_set import QUESTION_PROMPT, current_question_set
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.fault_server import Behaviour, FaultServer, completion_body, status

@@ -26,7 +26,7 @@ from runtime_ops.components.loading import get_spec
 from runtime_ops.locks.base import LockerBase
 from runtime_ops.locks.factory import open_locker
 from runtime_ops.locks.promotion import promotion_lease
-from runtime_ops.models.promotion import StoreJournal, promotion_steps, saga_id
+from runtime_ops.models.promotion_saga import StoreJournal, promotion_steps, saga_id
 from runtime_ops.saga.engine import SagaFailed, SagaState, run
 from runtime_ops.serving import vector_index
 from runtime_ops.serving.assets import pipeline_vectors
@@ -169,7 +169,7 @@ def test_a_compensated_promotion_during_a_materialization_leaves_production_serv
     """The materialization reads production while the promotion's first step has moved it to v2; the index step
     then fails and the saga moves production back to v1; only then does the materialization try its alias."""
     w = world
-    import runtime_ops.models.promotion as promotion
+    import runtime_ops.models.promotion_saga as promotion
 
     moved, built, compensated = threading.Event(), threading.Event(), threading.Event()
     outcome: list[BaseException] = []

@@ -17,7 +17,7 @@ from runtime_ops.api.app import create_app
 from runtime_ops.components.loading import get_spec
 from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
 from runtime_ops.locks.factory import locker_for
-from runtime_ops.models.promotion import lock_name
+from runtime_ops.models.promotion_saga import lock_name
 from runtime_ops.serving import search as search_module
 from runtime_ops.serving.vector_index import ensure_index
 from runtime_ops.settings import get_settings

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from runtime_ops.approvals.announce import announcer_for
+from runtime_ops.approvals.requests import request_policy
 from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_resources
-from runtime_ops.models.checks import request_policy
 from runtime_ops.policies.approvals import Tier
 from runtime_ops.resources.state import ApprovalsResource
 from runtime_ops.settings import Settings, get_settings, load_settings

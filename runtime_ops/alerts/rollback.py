@@ -17,7 +17,7 @@ from typing import Any
 from runtime_ops.labels import version_label
 from runtime_ops.locks.base import Locker
 from runtime_ops.locks.promotion import promotion_lease
-from runtime_ops.models.promotion import StoreJournal, promotion_steps
+from runtime_ops.models.promotion_saga import StoreJournal, promotion_steps
 from runtime_ops.saga.engine import run
 from runtime_ops.serving.index_alias import serve_production
 from runtime_ops.store import StateStore

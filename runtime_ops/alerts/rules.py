@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from runtime_ops.settings import parse_duration
+from runtime_ops.durations import parse_duration
 
 Action = Literal["retrain", "reembed", "rollback", "notify"]
 ACTIONS: tuple[str, ...] = ("retrain", "reembed", "rollback", "notify")

@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops import clock
-from runtime_ops.models.checks import request_policy
+from runtime_ops.approvals.requests import request_policy
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource

@@ -1,7 +1,8 @@
 """Announcing requests and keeping their messages true: Slack when configured, signed links in the log otherwise.
 
-Driven by the approvals sensor on every tick, from state in the store, so a restart loses nothing: escalations,
-expiries and compensations happen once, and a message that missed an update is brought up to date.
+Driven by the approvals sensor on every tick, from state in the store, so a restart loses nothing: a request is
+announced once (its escalation too), and a message that missed an update is brought up to date. The deadlines that
+tick runs first (escalate, expire, compensate) are `approvals/deadlines.py`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from runtime_ops.approvals import links
-from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
+from runtime_ops.approvals.deadlines import run_deadlines
 from runtime_ops.approvals.links import LOCAL_APPROVER
+from runtime_ops.approvals.requests import CANARY_ALIAS, CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
-from runtime_ops.store import StateStore, remove_alias_compensation
+from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
 
 if TYPE_CHECKING:
@@ -31,7 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runtime_ops.approvals")
 
-COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(CANARY_ALIAS)}
 DEFAULT_LINK_TTL = timedelta(hours=24)
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 NOTIFY_STALE_AFTER = timedelta(minutes=2)
@@ -190,16 +191,7 @@ class Announcer:
 
     # -------------------------------------------------------------- one tick
     def tick(self, now: datetime) -> dict[str, list[str]]:
-        summary: dict[str, list[str]] = {
-            "escalated": [],
-            "expired": [],
-            "compensated": [],
-            "announced": [],
-            "updated": [],
-        }
-        summary["escalated"] = self.store.deadlines.escalate_due(now)
-        summary["expired"] = self.store.deadlines.expire_due(now)
-        summary["compensated"] = [rid for rid, _ in self.store.deadlines.compensate_due(COMPENSATIONS, now)]
+        summary: dict[str, list[str]] = {**run_deadlines(self.store, now), "announced": [], "updated": []}
         for request in self.store.notifications.requests_to_notify():
             self.announce(request, now)
             summary["announced"].append(request["id"])

@@ -110,10 +110,10 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     """Promote the approved candidate (the same saga as production_model), or print what it would change."""
-    from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
+    from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
     from runtime_ops.components.loading import get_spec
     from runtime_ops.locks.factory import open_locker
-    from runtime_ops.models import promotion as p
+    from runtime_ops.models import promotion_saga as p
     from runtime_ops.saga.engine import plan, run
     from runtime_ops.vectors.factory import pipeline_vector_store
 

@@ -155,8 +155,9 @@ def applied(use: Use) -> Iterator[None]:
 def record(by: str) -> Path | None:
     """Record what the instance of this process's settings runs with, for the commands run elsewhere later: its
     pipelines folder and its database (a SQLite path; any other database without its password)."""
+    from runtime_ops.database_urls import sqlite_path
     from runtime_ops.observability.redaction import redact_url
-    from runtime_ops.settings import get_settings, sqlite_path
+    from runtime_ops.settings import get_settings
 
     settings = get_settings()
     home = settings.resolved_home

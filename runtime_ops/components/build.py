@@ -14,9 +14,7 @@ def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
     from runtime_ops.documents.assets import build_document_assets
     from runtime_ops.documents.sensors import build_landing_sensor
     from runtime_ops.jobs import build_jobs
-    from runtime_ops.models.checks import build_gate_checks
-    from runtime_ops.models.defs import build_model_assets
-    from runtime_ops.models.regression import build_regression
+    from runtime_ops.models.assets import build_gate_checks, build_model_assets, build_regression
     from runtime_ops.models.sensors import build_corpus_sensor
     from runtime_ops.schedules import build_schedules
     from runtime_ops.serving.assets import build_serving_assets

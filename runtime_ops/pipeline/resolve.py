@@ -9,8 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from runtime_ops.durations import parse_duration
 from runtime_ops.errors import UserError
-from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes, SentenceTransformerAttributes
+from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes
+from runtime_ops.pipeline.embedder_attributes import SentenceTransformerAttributes
 from runtime_ops.pipeline.spec import (
     AnswersSpec,
     ApprovalSpec,
@@ -18,7 +20,6 @@ from runtime_ops.pipeline.spec import (
     ChunkingSpec,
     EmbedderSpec,
     EvaluationSpec,
-    GateSpec,
     LandingSpec,
     OpenAIEmbedderSpec,
     PipelineSpec,
@@ -29,7 +30,7 @@ from runtime_ops.pipeline.spec import (
     VectorStoreSpec,
 )
 from runtime_ops.policies.approvals import RequestPolicy, Tier
-from runtime_ops.settings import Settings, parse_duration
+from runtime_ops.settings import Settings
 
 T = TypeVar("T")
 
@@ -271,13 +272,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         embedder=embedder_spec(attrs, base_dir),
         chunking=ChunkingSpec(max_tokens=attrs.chunking.max_tokens, overlap_tokens=attrs.chunking.overlap_tokens),
         golden_set=_relative(base_dir, attrs.evaluation.golden_set) or settings.resolved_golden_set,
-        gate=GateSpec(
-            primary_metric=_first(attrs.gate.primary_metric, settings.primary_metric),
-            auto_approve_margin=_first(attrs.gate.auto_approve_margin, settings.auto_approve_margin),
-            max_regression=_first(attrs.gate.max_regression, settings.max_regression),
-            confidence=attrs.gate.confidence,
-            resamples=attrs.gate.resamples,
-        ),
+        gate=attrs.gate.policy(settings),
         evaluation=EvaluationSpec(
             min_questions=attrs.evaluation.min_questions,
             holdout_fraction=attrs.evaluation.holdout_fraction,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from runtime_ops.policies.gate_policy import GatePolicy
+
 # Names appear in asset keys, job/sensor names (Dagster allows [A-Za-z0-9_]), lock names and metric labels.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # Separates a pipeline's name from the object name in jobs, sensors, schedules and partitions definitions.
@@ -111,16 +113,6 @@ class ChunkingSpec:
 
     max_tokens: int | None = None
     overlap_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class GateSpec:
-    primary_metric: str = "ndcg@5"
-    auto_approve_margin: float = 0.02
-    max_regression: float = 0.05
-    # The paired bootstrap interval of candidate - production the margins are compared with.
-    confidence: float = 0.95
-    resamples: int = 2000
 
 
 @dataclass(frozen=True)
@@ -235,7 +227,7 @@ class PipelineSpec:
     description: str = ""
     embedder: EmbedderSpec = field(default_factory=EmbedderSpec)
     chunking: ChunkingSpec = field(default_factory=ChunkingSpec)
-    gate: GateSpec = field(default_factory=GateSpec)
+    gate: GatePolicy = field(default_factory=GatePolicy)
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     approvals: ApprovalSpec = field(default_factory=ApprovalSpec)
     answers: AnswersSpec = field(default_factory=AnswersSpec)

@@ -22,7 +22,8 @@ class StateStoreResource(dg.ConfigurableResource):
     database_url: str
 
     def store(self) -> StateStore:
-        from runtime_ops.settings import get_settings, normalise_database_url
+        from runtime_ops.database_urls import normalise_database_url
+        from runtime_ops.settings import get_settings
 
         return open_store(normalise_database_url(self.database_url), get_settings())
 
@@ -47,7 +48,8 @@ class LocksResource(dg.ConfigurableResource):
     database_url: str
 
     def locker(self) -> LockerBase:
+        from runtime_ops.database_urls import normalise_database_url
         from runtime_ops.locks.factory import locker_for
-        from runtime_ops.settings import get_settings, normalise_database_url
+        from runtime_ops.settings import get_settings
 
         return locker_for(self.redis_url or None, normalise_database_url(self.database_url), get_settings())

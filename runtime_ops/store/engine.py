@@ -86,7 +86,7 @@ def _pg_connect_args(url: str, timeout_ms: int) -> dict[str, Any]:
 def _sqlite_folder(url: str, settings: Settings) -> None:
     """The folder of a SQLite state file must exist; only the home's (RUNTIME_OPS_HOME) is created, on first use: a
     mistyped path must not become a new, empty store."""
-    from runtime_ops.settings import check_sqlite_folder, sqlite_path
+    from runtime_ops.database_urls import check_sqlite_folder, sqlite_path
 
     path = sqlite_path(url)
     if path is None or path.parent.is_dir():

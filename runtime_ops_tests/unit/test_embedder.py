@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from runtime_ops.embedders.lsa import Embedder, EmbedderParams, digest, train_embedder
-from runtime_ops.models.evaluation import GoldenQuestion, evaluate_embedder, rank_documents
+from runtime_ops.models.golden import GoldenQuestion
+from runtime_ops.models.metrics import evaluate_embedder, rank_documents
 
 CORPUS: dict[str, str] = {
     "baking-01": "Knead the bread dough for ten minutes until it is smooth and elastic.",

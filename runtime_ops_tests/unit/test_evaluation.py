@@ -11,18 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime_ops.models import evaluation
-from runtime_ops.models.evaluation import (
-    GoldenQuestion,
+from runtime_ops.models import metrics as evaluation
+from runtime_ops.models.golden import GoldenQuestion, evaluable, load_golden_set
+from runtime_ops.models.metrics import (
     StreamingRanker,
-    comparison_markdown,
-    evaluable,
     evaluate_embedder,
-    load_golden_set,
     per_question_metrics,
     rank_documents,
     retrieval_metrics,
 )
+from runtime_ops.models.report_markdown import comparison_markdown
 
 # -- golden set ---------------------------------------------------------------------------------
 

@@ -8,18 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from runtime_ops.policies import gate
-from runtime_ops.policies.gate import (
-    ChangedQuestion,
-    GatePolicy,
-    GateVerdict,
-    candidate_digest,
-    changed_questions,
-    judge,
-    judge_interval,
-    paired_bootstrap,
-    report_digest,
-)
+from runtime_ops.policies import bootstrap as gate
+from runtime_ops.policies.bootstrap import paired_bootstrap
+from runtime_ops.policies.changed_questions import ChangedQuestion, changed_questions
+from runtime_ops.policies.digests import candidate_digest, report_digest
+from runtime_ops.policies.gate_policy import GatePolicy
+from runtime_ops.policies.gate_rule import GateVerdict, judge, judge_interval
 
 POLICY = GatePolicy()  # ndcg@5, margin 0.02, max regression 0.05
 

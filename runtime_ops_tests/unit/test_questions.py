@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime_ops.models.evaluation import GoldenQuestion
+from runtime_ops.models.golden import GoldenQuestion
 from runtime_ops.models.questions import (
     GeneratedQuestion,
     combine,

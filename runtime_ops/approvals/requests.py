@@ -1,6 +1,8 @@
-"""The promotion gate over the state store: what the checks, the promotion and the CLI all ask.
+"""A candidate's approval request, from the gate's verdict to a promotion: opening it (once per candidate digest),
+what its state means (`outcome_for`), and re-verifying it before a promotion (`verify_promotion`, `PromotionRefused`).
 
-No Dagster here, so the same rules hold whether a check, a run that skipped the check, or a person asks.
+What the checks, the promotion and the CLI all ask; the rule itself is `policies/gate_rule.py`. No Dagster here, so
+the same rules hold whether a check, a run that skipped the check, or a person asks.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.observability import tracing
+from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
 
@@ -148,3 +151,11 @@ def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tu
     if not outcome.passed:
         raise PromotionRefused(f"refusing to promote: {outcome.message}", outcome.status)
     return version, request
+
+
+def request_policy(spec: PipelineSpec) -> RequestPolicy:
+    """The approval policy new requests of this pipeline open with (a request keeps it once open); the pipeline's
+    load checked that it can be satisfied."""
+    from runtime_ops.pipeline.resolve import approval_policy
+
+    return approval_policy(spec.approvals)
