@@ -1,7 +1,7 @@
 """The README and the pages under docs/ tell the truth about the checkout they are in.
 
 - every relative link (and image) resolves to a file or folder of the repository, and every `#anchor` to a heading
-  of the page it names (GitHub's slugs);
+  of the page it names (GitHub's slugs); so does every repository path named in inline code without a link;
 - every `runtime-ops <command> [<subcommand>] [--option]` they name, in code, is one the CLI's argparse parser has;
 - every `make <target>` they name, in code, is a target of the Makefile;
 - every `RUNTIME_OPS_*` variable they name is a field of the settings model, or is listed in docs/settings.md's
@@ -157,6 +157,27 @@ def link_problems(pages: list[Page]) -> list[str]:
 
 def test_every_relative_link_and_anchor_resolves(pages: list[Page]) -> None:
     problems = link_problems(pages)
+    assert not problems, _report(problems)
+
+
+# A repository path named in inline code without a link (`runtime_ops/cli/dagster.yaml`): a file of one of the
+# project's folders, with its extension (run tags such as `runtime_ops/pipeline` have none), or a folder (`.../`).
+NAMED_PATH = re.compile(r"(?:runtime_ops|runtime_ops_tests|bench|docker|deploy|docs)/(?:[\w.-]+/)*(?:[\w-]+\.\w+)?")
+
+
+def named_path_problems(pages: list[Page]) -> list[str]:
+    problems: list[str] = []
+    for page in pages:
+        for code in page.code:
+            if code.fenced or not NAMED_PATH.fullmatch(code.text):
+                continue
+            if not (ROOT / code.text).exists():
+                problems.append(f"{page.name}:{code.line}: `{code.text}`: no such file or folder in the repository")
+    return problems
+
+
+def test_every_repository_path_named_exists(pages: list[Page]) -> None:
+    problems = named_path_problems(pages)
     assert not problems, _report(problems)
 
 
@@ -365,7 +386,7 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
             "# A page",
             "[gone](no/such/file.md) and [anchor](#no-such-heading) and [fine](#a-page)",
             "`runtime-ops approvals approov ID` and `runtime-ops keys create x --scoop read`",
-            "`make tset` and RUNTIME_OPS_NO_SUCH_SETTING",
+            "`make tset`, RUNTIME_OPS_NO_SUCH_SETTING, `runtime_ops/no_such_module.py`, tag `runtime_ops/pipeline`",
             "```bash",
             "KEY=$(runtime-ops keys create my-app --scope search)",
             "```",
@@ -378,5 +399,6 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     assert [p.split(": ")[0] for p in link_problems([page])] == ["docs/sample.md:2", "docs/sample.md:2"]
     assert [p.split(": ")[0] for p in command_problems([page])] == ["docs/sample.md:3", "docs/sample.md:3"]
     assert [p.split(": ")[0] for p in make_problems([page])] == ["docs/sample.md:4"]
+    assert [p.split(": ")[0] for p in named_path_problems([page])] == ["docs/sample.md:4"]
     assert [p.split(": ")[0] for p in bare_call_problems([page])] == ["docs/sample.md:6"]
     assert [p.split(": ")[0] for p in variable_problems([broken, page])] == ["docs/sample.md:4"]
