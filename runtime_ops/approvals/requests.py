@@ -36,7 +36,9 @@ class GateOutcome:
 
 
 def decide_command(request_id: str) -> str:
-    return f"runtime-ops approvals approve {request_id}  (or: runtime-ops approvals reject {request_id} --reason ...)"
+    # As run from the checkout: after `make dev` the CLI is in the project's venv, not on PATH.
+    cli = ".venv/bin/runtime-ops"
+    return f"{cli} approvals approve {request_id}  (or: {cli} approvals reject {request_id} --reason ...)"
 
 
 CANARY_ALIAS = "canary"
