@@ -24,6 +24,7 @@ from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore, remove_alias_compensation
 from runtime_ops.store.alerts import ALERT_SENSOR_LAUNCHES
+from runtime_ops.tags import APPROVAL_TAG
 
 if TYPE_CHECKING:
     from runtime_ops.resources.state import ApprovalsResource
@@ -35,7 +36,6 @@ COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(
 DEFAULT_LINK_TTL = timedelta(hours=24)
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 NOTIFY_STALE_AFTER = timedelta(minutes=2)
-APPROVAL_TAG = "runtime_ops/approval_id"  # on the promotion run the approvals sensor launches for a request
 SENSOR_INTERVAL_S = 10  # the approvals sensor's minimum interval, unless RUNTIME_OPS_SENSOR_INTERVAL overrides it
 
 

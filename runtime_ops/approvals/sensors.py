@@ -12,7 +12,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
-from runtime_ops.approvals.announce import APPROVAL_TAG, SENSOR_INTERVAL_S, announcer_for
+from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
 from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
@@ -21,8 +21,8 @@ from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import StateStore
+from runtime_ops.tags import APPROVAL_TAG, APPROVAL_TRACE_TAG
 
-APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 console = logging.getLogger("runtime_ops.approvals")
 
 

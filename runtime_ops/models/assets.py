@@ -14,6 +14,7 @@ from runtime_ops.labels import version_label
 from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import APPROVAL_TAG
 
 if TYPE_CHECKING:
     from runtime_ops.locks.base import Locker
@@ -182,7 +183,7 @@ def promote(
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
     from runtime_ops.serving.assets import pipeline_vectors
 
-    approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
+    approval_id = config.approval_id or context.run.tags.get(APPROVAL_TAG)
     try:
         version, request = verify_promotion(store, approval_id=approval_id)
     except PromotionRefused as exc:

@@ -9,14 +9,13 @@ from runtime_ops.approvals.gate import evaluate_gate
 from runtime_ops.labels import version_label
 from runtime_ops.models.evaluate import quality_metadata
 from runtime_ops.models.history import set_label
-from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.resources.state import StateStoreResource
-from runtime_ops.runs import ALERT_TAG
 from runtime_ops.store import StateStore
 from runtime_ops.store.alerts import alert_requester
+from runtime_ops.tags import ALERT_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 
 if TYPE_CHECKING:
     from runtime_ops.policies.approvals import RequestPolicy

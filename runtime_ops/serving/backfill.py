@@ -17,8 +17,8 @@ from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 from runtime_ops.store.embeddings import Shard
+from runtime_ops.tags import MODEL_VERSION_TAG
 
-MODEL_VERSION_TAG = "runtime_ops/model_version"
 # A partition waits this long for another one's upserts (a shard of a large corpus takes a while to upsert).
 GUARD_WAIT_S = 1800.0
 GUARD_TTL_MS = 30_000
