@@ -80,11 +80,14 @@ def approvals_tick(
     def emit(message: str) -> None:
         # Log lines never carry a link's token (logs redact it: a link decides for its approver). Without Slack,
         # a developer's terminal (RUNTIME_OPS_LOG_FORMAT=console, as `make dev` sets) still gets the usable
-        # links, printed rather than logged, so the gate works out of the box; JSON (production) logs do not.
+        # links, printed instead of logged, so the gate works out of the box; JSON (production) logs do not.
+        # The sensor's own log (the UI's) keeps every announcement; `make dev`'s console leaves out Dagster's
+        # redacted echo of it (runtime_ops.cli.dev.shown), so a link shows there once.
         context.log.warning(message)
-        console.warning(message)
         if log_format() == "console":
             print(f"[runtime_ops] {message}", file=sys.stderr, flush=True)
+        else:
+            console.warning(message)
 
     announcer.emit = emit
     changes = announcer.tick(clock.now())

@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
@@ -25,6 +27,27 @@ CHECKOUT = instance.CHECKOUT
 DEV_INSTANCE = CHECKOUT / "dagster.yaml"
 # The variable DEV_INSTANCE reads its storage folder from ({env: ...}): $RUNTIME_OPS_HOME/dagster.
 STORAGE_VARIABLE = "RUNTIME_OPS_DAGSTER_STORAGE"
+# What `dg dev` prints that this console leaves out; the Dagster UI keeps all of it (each sensor's ticks and logs).
+# A sensor tick that did nothing: the daemon's "Checking for new runs for sensor: ..." that starts every tick, then
+# "Sensor ... skipped: ..." or "No run requests returned for ..., skipping"; and the automation sensor's
+# bookkeeping of each evaluation (a tick that requests runs still shows "Tick produced N runs" and "Submitting N
+# runs").
+IDLE_TICK = re.compile(
+    r" - dagster\.daemon\.(?:SensorDaemon|AssetDaemon) - \S*INFO\S* - (?:"
+    r"Checking for new runs for sensor: |Sensor \S+ skipped: |No run requests returned for \S+, skipping"
+    r"|Checking \d+ assets/checks and |Prefetching asset records |Done prefetching asset records"
+    r"|Tick produced 0 runs |Adding \d+ asset evaluations |Submitting 0 runs |Finished auto-materialization tick)"
+)
+# Dagster's echo of an approval announcement (the approvals sensor's log line, its link's token redacted): on this
+# console the sensor prints the announcement with its usable link (approvals/sensors.py), so it shows once.
+REDACTED_ANNOUNCEMENT = re.compile(r" - dagster - \S*WARNING\S* - \S+ - \w+__approvals_sensor - .*\[REDACTED\]")
+
+
+def shown(line: str) -> bool:
+    """Whether a line of `dg dev`'s output reaches this console."""
+    return not (IDLE_TICK.search(line) or REDACTED_ANNOUNCEMENT.search(line))
+
+
 # How long the services get to stop after `runtime-ops dev` was asked to (Dagster gives its webserver and daemon
 # 60 s each); whatever of them still runs then is killed.
 STOP_TIMEOUT_SECONDS = 90.0
@@ -127,13 +150,17 @@ def _dev(args: argparse.Namespace) -> int:
     # log watchers) and each prints a KeyboardInterrupt traceback.
     dagster = subprocess.Popen(
         # `dg dev` in the project's directory serves the code location of pyproject.toml's [tool.dg] with this
-        # interpreter.
+        # interpreter. Its output (and its run workers') reaches the console through `shown`.
         [sys.executable, "-m", "dagster_dg_cli.cli", "dev", "--host", args.host, "--port", str(args.port)],
         env=env,
         cwd=CHECKOUT,
         process_group=0,
         preexec_fn=_end_with_parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
+    assert dagster.stdout is not None and dagster.stderr is not None
+    relays = [_relay(dagster.stdout, sys.stdout), _relay(dagster.stderr, sys.stderr)]
     api = subprocess.Popen(
         [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
         env=env,
@@ -152,7 +179,30 @@ def _dev(args: argparse.Namespace) -> int:
             time.sleep(0.5)
     finally:
         _stop(procs, group=dagster.pid, home=home, asked=asked)
+        for relay in relays:  # the services' last lines before ours
+            relay.join(timeout=5)
     return _finish(store, asked, procs)
+
+
+def _relay(source: IO[bytes], target: IO[str]) -> threading.Thread:
+    """Copy the lines of `source` that are `shown` to `target` until every writer of `source` is gone."""
+
+    def copy() -> None:
+        out = getattr(target, "buffer", None)
+        for raw in iter(source.readline, b""):
+            line = raw.decode(errors="replace")
+            if not shown(line):
+                continue
+            if out is not None:
+                out.write(raw)
+                out.flush()
+            else:
+                target.write(line)
+                target.flush()
+
+    thread = threading.Thread(target=copy, name=f"relay-{getattr(target, 'name', 'out')}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _end_with_parent() -> None:
