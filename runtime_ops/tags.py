@@ -1,4 +1,4 @@
-"""Run tags (`runtime_ops/*`) and registry alias names: each spelled once, here.
+"""Run tags (`runtime_ops/*`) and registry alias names (production, candidate, ...): each spelled once, here.
 
 Pure constants, no imports: a base-layer module every layer may read. A run tag's value is what the UI shows and
 what sensors, run queues (dagster.yaml's tag concurrency limits) and metrics filter on, so renaming one changes
@@ -44,3 +44,12 @@ ALERT_FINGERPRINT_TAG = "runtime_ops/alert_fingerprint"
 ALERT_RULE_TAG = "runtime_ops/alert_rule"
 # The rollback approval request a rollback run carries out.
 ROLLBACK_APPROVAL_TAG = "runtime_ops/rollback_approval_id"
+
+# --- Registry alias names ------------------------------------------------------------------------------------
+# A pipeline's registry aliases (store/registry.py): which model version serves, which one was trained last,
+# which vector index answers queries, the question set evaluations use, and the canary a gate may set.
+PRODUCTION_ALIAS = "production"
+CANDIDATE_ALIAS = "candidate"
+SERVING_INDEX_ALIAS = "retrieval_index"
+QUESTION_SET_ALIAS = "question_set"
+CANARY_ALIAS = "canary"

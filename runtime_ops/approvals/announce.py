@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from runtime_ops.approvals import links
-from runtime_ops.approvals.gate import CANARY_ALIAS, CANARY_COMPENSATION
+from runtime_ops.approvals.gate import CANARY_COMPENSATION
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
@@ -24,7 +24,7 @@ from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore, remove_alias_compensation
 from runtime_ops.store.alerts import ALERT_SENSOR_LAUNCHES
-from runtime_ops.tags import APPROVAL_TAG
+from runtime_ops.tags import APPROVAL_TAG, CANARY_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.resources.state import ApprovalsResource

@@ -12,6 +12,7 @@ from typing import Any
 from runtime_ops.observability import tracing
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANARY_ALIAS
 
 
 class PromotionRefused(RuntimeError):
@@ -36,7 +37,6 @@ def decide_command(request_id: str) -> str:
     return f"runtime-ops approvals approve {request_id}  (or: runtime-ops approvals reject {request_id} --reason ...)"
 
 
-CANARY_ALIAS = "canary"
 CANARY_COMPENSATION = "remove_canary"
 
 

@@ -14,7 +14,7 @@ from runtime_ops.labels import version_label
 from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
-from runtime_ops.tags import APPROVAL_TAG
+from runtime_ops.tags import APPROVAL_TAG, CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.locks.base import Locker
@@ -127,7 +127,7 @@ def train_candidate(
         run_id=context.run_id,
         chunking_profile=profile_id,
     )
-    store.registry.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
+    store.registry.set_alias(CANDIDATE_ALIAS, model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
     context.log.info(
         f"{spec.embedder.kind} model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
         f"for {n_chunks} chunks in {train_s:.2f}s"
@@ -188,7 +188,7 @@ def promote(
         version, request = verify_promotion(store, approval_id=approval_id)
     except PromotionRefused as exc:
         if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
-            production = store.registry.alias("production")
+            production = store.registry.alias(PRODUCTION_ALIAS)
             context.log.info(
                 f"production stays at {version_label(production)}: {str(exc).removeprefix('refusing to promote: ')}. "
                 "The approvals sensor launches the promotion once it is approved."
@@ -196,7 +196,7 @@ def promote(
             return None
         # A refusal is final for this run (a new decision launches a new one): one line, never retried.
         raise dg.Failure(str(exc), allow_retries=False) from None
-    previous = store.registry.alias("production")
+    previous = store.registry.alias(PRODUCTION_ALIAS)
     vectors = pipeline_vectors(spec)
     refusal = backfill_refusal(store, vectors, version)
     if refusal is not None:

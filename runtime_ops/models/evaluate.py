@@ -12,15 +12,16 @@ from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
 from runtime_ops.pipeline.spec import GateSpec, PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS, QUESTION_SET_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.policies.gate import GatePolicy
 
 
 def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
-    from runtime_ops.models.golden import ALIAS, build_question_set, save_question_set
+    from runtime_ops.models.golden import build_question_set, save_question_set
 
-    previous = store.registry.alias(ALIAS)
+    previous = store.registry.alias(QUESTION_SET_ALIAS)
     started = time.monotonic()
     try:
         qs = build_question_set(store, spec, context.run_id)
@@ -75,10 +76,10 @@ def evaluate_candidate(
     from runtime_ops.policies.gate import candidate_digest, changed_questions, judge, report_digest
 
     gate = spec.gate
-    candidate_version = store.registry.alias("candidate")
+    candidate_version = store.registry.alias(CANDIDATE_ALIAS)
     if candidate_version is None:
         raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
-    production_version = store.registry.alias("production")
+    production_version = store.registry.alias(PRODUCTION_ALIAS)
     candidate = store.registry.get_model(candidate_version)
     assert candidate is not None
     qs = current_question_set(store, spec, context.run_id)

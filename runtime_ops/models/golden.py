@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from runtime_ops.models.evaluation import GoldenQuestion, evaluable, load_golden_set
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PRODUCTION_ALIAS, QUESTION_SET_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.models.questions import GeneratedQuestion
 
-ALIAS = "question_set"
 _KIND = "question_set"
 
 
@@ -90,7 +90,7 @@ def question_profile(store: StateStore, spec: PipelineSpec) -> int:
     scored on the same questions as before), else the declared one; its chunks are cut first where missing."""
     from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
 
-    production = store.registry.alias("production")
+    production = store.registry.alias(PRODUCTION_ALIAS)
     profile = store.profiles.of_model(production) if production is not None else declared(store, spec)[0]
     ensure_chunks(store, profile)
     return profile
@@ -222,15 +222,17 @@ def save_question_set(store: StateStore, qs: QuestionSet, run_id: str | None) ->
     data = qs.to_bytes()
     digest = hashlib.sha256(data).hexdigest()
     artifact_id = store.artifacts.put_artifact(_KIND, data, digest)
-    if store.registry.alias(ALIAS) != artifact_id:
-        store.registry.set_alias(ALIAS, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
+    if store.registry.alias(QUESTION_SET_ALIAS) != artifact_id:
+        store.registry.set_alias(
+            QUESTION_SET_ALIAS, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id
+        )
     qs.version, qs.artifact_id = digest, artifact_id
     return qs
 
 
 def current_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None = None) -> QuestionSet:
     """The set `golden_questions` last stored; built (and stored) now when there is none yet."""
-    artifact_id = store.registry.alias(ALIAS)
+    artifact_id = store.registry.alias(QUESTION_SET_ALIAS)
     if artifact_id is not None:
         return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
     return save_question_set(store, build_question_set(store, spec, run_id), run_id)
