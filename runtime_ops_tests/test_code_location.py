@@ -49,7 +49,8 @@ def test_wrong_setting_fails_at_load_naming_the_variable(tmp_path: Path) -> None
 def test_loading_the_code_location_imports_no_heavy_library(tmp_path: Path) -> None:
     code = (
         "import sys, runtime_ops.definitions\n"
-        "heavy = ('sklearn', 'scipy', 'numpy', 'boto3', 'botocore', 'pypdf', 'dagster_aws')\n"
+        "heavy = ('sklearn', 'scipy', 'numpy', 'boto3', 'botocore', 'pypdf', 'dagster_aws',\n"
+        "         'lancedb', 'pyarrow', 'torch')\n"
         "heavy = [m for m in heavy if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

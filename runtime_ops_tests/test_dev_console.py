@@ -24,6 +24,8 @@ from runtime_ops_tests.topology import wait_for
 # or its `warnings.warn(` source line), Dagster's notice that a dagster.yaml in the working directory is not
 # used, click's "Aborted!" after a second interrupt, and any traceback.
 NOISE = re.compile(r"\w+Warning\b|warnings\.warn|will not be used|Aborted!|Traceback \(most recent call last\)")
+# A sensor tick that did nothing, as Dagster's daemon logs it: the UI keeps these, the console does not.
+IDLE_TICK = re.compile(r"Checking for new runs for sensor: |Sensor \S+ skipped: |No run requests returned for ")
 # Ctrl-C stops every process of `runtime-ops dev` well within this (a run in flight is interrupted, not awaited).
 STOP_SECONDS = 60
 
@@ -58,12 +60,37 @@ def test_make_dev_prints_no_warning_and_ctrl_c_exits_0_leaving_no_process(env: A
         assert [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
         console = dev.log.read_text(errors="replace")
         assert [line for line in console.splitlines() if NOISE.search(line)] == []
+        assert [line for line in console.splitlines() if IDLE_TICK.search(line)] == []
         assert "Dagster UI: http://" in console and "stopped cleanly" in console
     except BaseException:
         print(dev.tail())
         raise
     finally:
         dev.stop()
+
+
+def test_the_console_shows_an_approval_link_once() -> None:
+    """Without Slack the approvals sensor prints each announcement with its usable link; Dagster's echo of the
+    sensor's log line (the token redacted, for the UI) stays off `make dev`'s console."""
+    from datetime import UTC, datetime, timedelta
+
+    from runtime_ops.approvals import links
+    from runtime_ops.cli.dev import shown
+    from runtime_ops.observability.redaction import REDACTOR
+
+    expires = datetime.now(UTC) + timedelta(hours=1)
+    token = links.issue("s" * 32, request_id="apr-1", approver="alice", digest="d" * 64, expires_at=expires)
+    message = f"approval request apr-1 (candidate v2) waits for alice: http://127.0.0.1:8000/approvals/{token}"
+    echo = REDACTOR.text(message)
+    assert token not in echo
+    printed = [
+        f"2026-12-05 00:25:39 +0000 - dagster - WARNING - __repository__ - demo__approvals_sensor - {echo}\n",
+        f"[runtime_ops] {message}\n",
+    ]
+    assert [line for line in printed if shown(line)] == [f"[runtime_ops] {message}\n"]
+    assert shown(
+        "2026-12-05 00:25:39 +0000 - dagster - INFO - __repository__ - demo__landing_sensor - landing batch b1\n"
+    )
 
 
 MAKEFILE = """\

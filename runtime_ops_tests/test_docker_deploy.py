@@ -448,6 +448,14 @@ def test_dagster_docker_is_the_release_line_of_dagster() -> None:
     assert dagster.split(".")[1:] == ["13", "27"] and integrations == "0.29.27"
 
 
+def test_the_image_lock_holds_only_what_the_processes_run() -> None:
+    """`dg` (dagster-dg-cli) is `make dev`'s (requirements-dev.lock), not the image's: requirements.lock, all the
+    image installs, has neither it nor what it brings along; nor pgvector's Python package, which nothing imports."""
+    pins = set(re.findall(r"^([A-Za-z0-9_.\-]+)==", (ROOT / "requirements.lock").read_text(), flags=re.M))
+    assert not {"dagster-dg-cli", "dagster-dg-core", "gitpython", "github3-py", "questionary", "pgvector"} & pins
+    assert "dagster-dg-cli" in (ROOT / "requirements-dev.lock").read_text()
+
+
 def test_dockerignore_keeps_local_state_out_of_the_image() -> None:
     ignored = {ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines() if ln and not ln.startswith("#")}
     assert {".git", ".venv", ".runtime_ops", "**/__pycache__", "docker/.env"} <= ignored

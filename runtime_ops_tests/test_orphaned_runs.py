@@ -13,11 +13,12 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.events import EngineEventData, RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
 from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
 
-from runtime_ops.cli.dev import DEV_INSTANCE
+from runtime_ops.cli.dev import DEV_INSTANCE, STORAGE_VARIABLE
 from runtime_ops.recovery.orphans import sweep
 from runtime_ops.retries import GATED_RUN_TAGS
 
@@ -36,8 +37,9 @@ def _run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, pid: int | N
     return run.run_id
 
 
-def test_runs_whose_worker_is_gone_are_failed_for_run_retries(tmp_path: Path) -> None:
+def test_runs_whose_worker_is_gone_are_failed_for_run_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copyfile(DEV_INSTANCE, tmp_path / "dagster.yaml")
+    monkeypatch.setenv(STORAGE_VARIABLE, str(tmp_path))
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         dead = _dead_pid()
         orphan = _run(instance, dg.DagsterRunStatus.STARTED, dead, **GATED_RUN_TAGS)

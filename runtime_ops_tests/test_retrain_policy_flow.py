@@ -11,9 +11,10 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops.demo import CORPUS_DIR
-from runtime_ops.models.sensors import RETRAIN_TRIGGER_TAG, request_retrain
+from runtime_ops.models.sensors import request_retrain
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
+from runtime_ops.tags import RETRAIN_TRIGGER_TAG
 from runtime_ops_tests.flow import Flow, land_files
 
 # Words the demo corpus (Python's standard library documentation) does not use: a batch the model cannot place.

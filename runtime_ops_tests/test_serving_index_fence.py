@@ -285,13 +285,14 @@ def test_runs_that_can_move_the_aliases_are_admitted_one_at_a_time(
     from dagster._core.op_concurrency_limits_counter import GlobalOpConcurrencyLimitsCounter
     from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES, DagsterRunStatus
 
-    from runtime_ops.cli.dev import DEV_INSTANCE
+    from runtime_ops.cli.dev import DEV_INSTANCE, STORAGE_VARIABLE
 
     env(database_url=f"sqlite:///{tmp_path / 'state.db'}")
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(DEV_INSTANCE, home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv(STORAGE_VARIABLE, str(home))
     rollback_config = {"alert_id": 1, "alert_key": "q", "from_version": 2, "to_version": 1}
     # A run waiting for its turn; NOT_STARTED stands in for QUEUED, which needs a code location's origin to create.
     waiting = DagsterRunStatus.NOT_STARTED

@@ -17,6 +17,7 @@ from runtime_ops.labels import index_label, version_label
 from runtime_ops.locks.base import Locker
 from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PRODUCTION_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
 
@@ -49,7 +50,7 @@ def run_reembed(
     from runtime_ops.serving.indexing import embed_missing
     from runtime_ops.serving.vector_index import refresh_index
 
-    version = store.registry.alias("production")
+    version = store.registry.alias(PRODUCTION_ALIAS)
     if version is None:
         raise ReembedRefused("no production model: nothing is embedded yet")
     if batch_id is not None and store.ledger.get_batch(batch_id) is None:
@@ -60,11 +61,11 @@ def run_reembed(
     embedded = embed_missing(store, version, log)
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with promotion_lease(locker, store.pipeline) as lease:
-        if store.registry.alias("production") != version:
+        if store.registry.alias(PRODUCTION_ALIAS) != version:
             message = (
                 f"re-embedded {embedded} chunks of {scope} with {version_label(version)}, but production moved to "
-                f"{version_label(store.registry.alias('production'))} meanwhile: its promotion serves its own index, "
-                "nothing swapped"
+                f"{version_label(store.registry.alias(PRODUCTION_ALIAS))} meanwhile: its promotion serves its own "
+                "index, nothing swapped"
             )
             log(message)
             return ReembedOutcome(version, batch_id, dropped, embedded, None, False, lease.fence, message)

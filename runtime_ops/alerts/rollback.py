@@ -24,6 +24,7 @@ from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.requests import Requests
 from runtime_ops.store.operations.alerts import rollback_digest
 from runtime_ops.store.registry.registry import Registry
+from runtime_ops.tags import PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
 ROLLBACK_ACTOR_PREFIX = "rollback:"
@@ -57,10 +58,10 @@ def previous_version(history: Sequence[dict[str, Any]], current: int | None) -> 
 
 def plan_rollback(registry: Registry) -> tuple[int, int]:
     """(current production, the version to roll back to); RollbackRefused when there is none."""
-    current = registry.alias("production")
+    current = registry.alias(PRODUCTION_ALIAS)
     if current is None:
         raise RollbackRefused("no production model: nothing to roll back")
-    target = previous_version(registry.alias_history("production"), current)
+    target = previous_version(registry.alias_history(PRODUCTION_ALIAS), current)
     if target is None:
         raise RollbackRefused(f"production {version_label(current)} has no previous version in the alias history")
     if registry.get_model(target) is None:
@@ -138,11 +139,11 @@ def run_rollback(
     sid = saga_id(alert_key)
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with promotion_lease(locker, store.pipeline) as lease:
-        serving_before = store.registry.alias("retrieval_index")
+        serving_before = store.registry.alias(SERVING_INDEX_ALIAS)
         journal = StoreJournal(store, run_id, kind="rollback")
         state = journal.load(sid)
         fresh = state is None or state.status == "compensated"
-        current = store.registry.alias("production")
+        current = store.registry.alias(PRODUCTION_ALIAS)
         if fresh and current != from_version:
             if current != to_version:
                 now = "unset" if current is None else version_label(current)

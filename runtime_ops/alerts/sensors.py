@@ -17,12 +17,16 @@ from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
-from runtime_ops.runs import ALERT_TAG, run_tagged
+from runtime_ops.runs import run_tagged
+from runtime_ops.tags import (
+    ALERT_FINGERPRINT_TAG,
+    ALERT_RULE_TAG,
+    ALERT_TAG,
+    ALERTNAME_TAG,
+    RETRAIN_TRIGGER_TAG,
+    ROLLBACK_APPROVAL_TAG,
+)
 
-ALERTNAME_TAG = "runtime_ops/alertname"
-FINGERPRINT_TAG = "runtime_ops/alert_fingerprint"
-RULE_TAG = "runtime_ops/alert_rule"
-ROLLBACK_APPROVAL_TAG = "runtime_ops/rollback_approval_id"
 JOB_FOR_ACTION = {"retrain": "train_job", "reembed": "reembed_job", "rollback": "rollback_job"}
 _DONE = {
     dg.DagsterRunStatus.SUCCESS: "succeeded",
@@ -54,13 +58,11 @@ def run_request(alert: dict[str, Any], spec: PipelineSpec) -> dg.RunRequest:
         **spec.lifecycle_tags,
         ALERT_TAG: alert["run_key"],
         ALERTNAME_TAG: (alert["alertname"] or "-")[:200],
-        FINGERPRINT_TAG: alert["fingerprint"],
-        RULE_TAG: alert["rule"] or "-",
+        ALERT_FINGERPRINT_TAG: alert["fingerprint"],
+        ALERT_RULE_TAG: alert["rule"] or "-",
     }
     ident = {"alert_id": alert["id"], "alert_key": alert["run_key"]}
     if action == "retrain":
-        from runtime_ops.models.sensors import RETRAIN_TRIGGER_TAG
-
         tags[RETRAIN_TRIGGER_TAG] = "alert"
         return dg.RunRequest(
             job_name=spec.qualified("train_job"), run_key=alert["run_key"], tags={**GATED_RUN_TAGS, **tags}

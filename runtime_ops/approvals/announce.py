@@ -19,13 +19,14 @@ from urllib.parse import urlencode
 from runtime_ops.approvals import links
 from runtime_ops.approvals.deadlines import run_deadlines
 from runtime_ops.approvals.links import LOCAL_APPROVER
-from runtime_ops.approvals.requests import CANARY_ALIAS, CANARY_COMPENSATION
+from runtime_ops.approvals.requests import CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
+from runtime_ops.tags import APPROVAL_TAG, CANARY_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.resources.state import ApprovalsResource
@@ -36,7 +37,6 @@ log = logging.getLogger("runtime_ops.approvals")
 DEFAULT_LINK_TTL = timedelta(hours=24)
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 NOTIFY_STALE_AFTER = timedelta(minutes=2)
-APPROVAL_TAG = "runtime_ops/approval_id"  # on the promotion run the approvals sensor launches for a request
 SENSOR_INTERVAL_S = 10  # the approvals sensor's minimum interval, unless RUNTIME_OPS_SENSOR_INTERVAL overrides it
 
 

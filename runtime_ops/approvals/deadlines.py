@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from runtime_ops.approvals.requests import CANARY_ALIAS, CANARY_COMPENSATION
+from runtime_ops.approvals.requests import CANARY_COMPENSATION
 from runtime_ops.store import StateStore, remove_alias_compensation
+from runtime_ops.tags import CANARY_ALIAS
 
 COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(CANARY_ALIAS)}
 

@@ -15,6 +15,7 @@ from runtime_ops.observability import tracing
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANARY_ALIAS
 
 
 class PromotionRefused(RuntimeError):
@@ -41,7 +42,6 @@ def decide_command(request_id: str) -> str:
     return f"{cli} approvals approve {request_id}  (or: {cli} approvals reject {request_id} --reason ...)"
 
 
-CANARY_ALIAS = "canary"
 CANARY_COMPENSATION = "remove_canary"
 
 

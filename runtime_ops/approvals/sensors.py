@@ -12,7 +12,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
-from runtime_ops.approvals.announce import APPROVAL_TAG, SENSOR_INTERVAL_S, announcer_for
+from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
 from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
@@ -21,8 +21,8 @@ from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import StateStore
+from runtime_ops.tags import APPROVAL_TAG, APPROVAL_TRACE_TAG
 
-APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 console = logging.getLogger("runtime_ops.approvals")
 
 
@@ -80,11 +80,14 @@ def approvals_tick(
     def emit(message: str) -> None:
         # Log lines never carry a link's token (logs redact it: a link decides for its approver). Without Slack,
         # a developer's terminal (RUNTIME_OPS_LOG_FORMAT=console, as `make dev` sets) still gets the usable
-        # links, printed rather than logged, so the gate works out of the box; JSON (production) logs do not.
+        # links, printed instead of logged, so the gate works out of the box; JSON (production) logs do not.
+        # The sensor's own log (the UI's) keeps every announcement; `make dev`'s console leaves out Dagster's
+        # redacted echo of it (runtime_ops.cli.dev.shown), so a link shows there once.
         context.log.warning(message)
-        console.warning(message)
         if log_format() == "console":
             print(f"[runtime_ops] {message}", file=sys.stderr, flush=True)
+        else:
+            console.warning(message)
 
     announcer.emit = emit
     changes = announcer.tick(clock.now())

@@ -1,18 +1,20 @@
 """`runtime-ops dev` (what `make dev` runs): the Dagster UI, daemon and code server (`dg dev`) and the ops API on
-this machine, stopped in order by Ctrl-C or SIGTERM."""
+this machine, stopped in order by Ctrl-C or SIGTERM. Dagster's instance is the checkout's dagster.yaml
+(DAGSTER_HOME is the checkout), its storage under RUNTIME_OPS_HOME."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
-import shutil
+import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
@@ -20,15 +22,39 @@ from runtime_ops.settings import get_settings
 
 # The checkout `runtime-ops dev` runs from: the dg project (pyproject.toml's [tool.dg]) that `dg dev` serves.
 CHECKOUT = instance.CHECKOUT
-# The one-machine Dagster instance that `runtime-ops dev` copies into DAGSTER_HOME.
-DEV_INSTANCE = Path(__file__).with_name("dagster.yaml")
+# The one-machine Dagster instance: DAGSTER_HOME is the checkout, where `dg dev` runs (Dagster warns about a
+# dagster.yaml in its working folder that is not DAGSTER_HOME's).
+DEV_INSTANCE = CHECKOUT / "dagster.yaml"
+# The variable DEV_INSTANCE reads its storage folder from ({env: ...}): $RUNTIME_OPS_HOME/dagster.
+STORAGE_VARIABLE = "RUNTIME_OPS_DAGSTER_STORAGE"
+# What `dg dev` prints that this console leaves out; the Dagster UI keeps all of it (each sensor's ticks and logs).
+# A sensor tick that did nothing: the daemon's "Checking for new runs for sensor: ..." that starts every tick, then
+# "Sensor ... skipped: ..." or "No run requests returned for ..., skipping"; and the automation sensor's
+# bookkeeping of each evaluation (a tick that requests runs still shows "Tick produced N runs" and "Submitting N
+# runs").
+IDLE_TICK = re.compile(
+    r" - dagster\.daemon\.(?:SensorDaemon|AssetDaemon) - \S*INFO\S* - (?:"
+    r"Checking for new runs for sensor: |Sensor \S+ skipped: |No run requests returned for \S+, skipping"
+    r"|Checking \d+ assets/checks and |Prefetching asset records |Done prefetching asset records"
+    r"|Tick produced 0 runs |Adding \d+ asset evaluations |Submitting 0 runs |Finished auto-materialization tick)"
+)
+# Dagster's echo of an approval announcement (the approvals sensor's log line, its link's token redacted): on this
+# console the sensor prints the announcement with its usable link (approvals/sensors.py), so it shows once.
+REDACTED_ANNOUNCEMENT = re.compile(r" - dagster - \S*WARNING\S* - \S+ - \w+__approvals_sensor - .*\[REDACTED\]")
+
+
+def shown(line: str) -> bool:
+    """Whether a line of `dg dev`'s output reaches this console."""
+    return not (IDLE_TICK.search(line) or REDACTED_ANNOUNCEMENT.search(line))
+
+
 # How long the services get to stop after `runtime-ops dev` was asked to (Dagster gives its webserver and daemon
 # 60 s each); whatever of them still runs then is killed.
 STOP_TIMEOUT_SECONDS = 90.0
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    """Prepare DAGSTER_HOME under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dg dev`."""
+    """Prepare Dagster's storage under RUNTIME_OPS_HOME, seed the demo data, run the ops API and `dg dev`."""
     with _terminal_foreground():
         return _dev(args)
 
@@ -82,9 +108,8 @@ def _dev(args: argparse.Namespace) -> int:
         signal.signal(signum, ask)
 
     settings = get_settings()
-    home = settings.resolved_home / "dagster"
+    home = settings.resolved_home / "dagster"  # Dagster's storage (DEV_INSTANCE's STORAGE_VARIABLE)
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(DEV_INSTANCE, home / "dagster.yaml")
     from runtime_ops.components.loading import load_specs
 
     store = state_store()  # check and migrate before the first sensor tick
@@ -105,7 +130,12 @@ def _dev(args: argparse.Namespace) -> int:
     _fail_orphans(home)
     if asked:  # while preparing: nothing started yet
         return _finish(store, asked, [])
-    env = {**os.environ, "DAGSTER_HOME": str(home), "RUNTIME_OPS_HOME": str(settings.resolved_home)}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(CHECKOUT),
+        STORAGE_VARIABLE: str(home),
+        "RUNTIME_OPS_HOME": str(settings.resolved_home),
+    }
     if settings.pipelines_dir:  # the services run in the checkout: a relative folder would be read from there
         env["RUNTIME_OPS_PIPELINES_DIR"] = str(settings.pipelines_dir.expanduser().resolve())
     # Readable log lines on a developer's terminal unless JSON was asked for explicitly.
@@ -120,13 +150,17 @@ def _dev(args: argparse.Namespace) -> int:
     # log watchers) and each prints a KeyboardInterrupt traceback.
     dagster = subprocess.Popen(
         # `dg dev` in the project's directory serves the code location of pyproject.toml's [tool.dg] with this
-        # interpreter.
+        # interpreter. Its output (and its run workers') reaches the console through `shown`.
         [sys.executable, "-m", "dagster_dg_cli.cli", "dev", "--host", args.host, "--port", str(args.port)],
         env=env,
         cwd=CHECKOUT,
         process_group=0,
         preexec_fn=_end_with_parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
+    assert dagster.stdout is not None and dagster.stderr is not None
+    relays = [_relay(dagster.stdout, sys.stdout), _relay(dagster.stderr, sys.stderr)]
     api = subprocess.Popen(
         [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", api_host, "--port", str(api_port)],
         env=env,
@@ -136,7 +170,8 @@ def _dev(args: argparse.Namespace) -> int:
     )
     procs = [dagster, api]
     print(
-        f"Dagster UI: http://{args.host}:{args.port}   ops API: http://{api_host}:{api_port}   (DAGSTER_HOME={home})",
+        f"Dagster UI: http://{args.host}:{args.port}   ops API: http://{api_host}:{api_port}"
+        f"   (Dagster's storage: {home})",
         flush=True,
     )
     try:
@@ -144,7 +179,30 @@ def _dev(args: argparse.Namespace) -> int:
             time.sleep(0.5)
     finally:
         _stop(procs, group=dagster.pid, home=home, asked=asked)
+        for relay in relays:  # the services' last lines before ours
+            relay.join(timeout=5)
     return _finish(store, asked, procs)
+
+
+def _relay(source: IO[bytes], target: IO[str]) -> threading.Thread:
+    """Copy the lines of `source` that are `shown` to `target` until every writer of `source` is gone."""
+
+    def copy() -> None:
+        out = getattr(target, "buffer", None)
+        for raw in iter(source.readline, b""):
+            line = raw.decode(errors="replace")
+            if not shown(line):
+                continue
+            if out is not None:
+                out.write(raw)
+                out.flush()
+            else:
+                target.write(line)
+                target.flush()
+
+    thread = threading.Thread(target=copy, name=f"relay-{getattr(target, 'name', 'out')}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _end_with_parent() -> None:
@@ -196,9 +254,7 @@ def _stop(procs: list[subprocess.Popen[bytes]], *, group: int, home: Path, asked
         while stopping_in_order():
             # Opened only now that nothing else may be creating a fresh home's storage (`dg dev` does, at start).
             if dagster_instance is None and (home / "history").exists():
-                import dagster as dg
-
-                dagster_instance = stack.enter_context(dg.DagsterInstance.from_config(str(home)))
+                dagster_instance = stack.enter_context(_dev_instance(home))
             if dagster_instance is not None:
                 _interrupt_runs(dagster_instance, group, interrupted)
             time.sleep(0.5)
@@ -238,16 +294,22 @@ def _group_alive(group: int, procs: list[subprocess.Popen[bytes]]) -> bool:
     return True
 
 
+def _dev_instance(home: Path) -> Any:
+    """The services' Dagster instance (DEV_INSTANCE, its storage at `home`), opened in this process."""
+    import dagster as dg
+
+    os.environ[STORAGE_VARIABLE] = str(home)
+    return dg.DagsterInstance.from_config(str(CHECKOUT))
+
+
 def _fail_orphans(home: Path) -> None:
     """Runs the last `runtime-ops dev` left started (it was killed, or the machine lost power) are marked failed
     before anything starts, so that run retries relaunch them at once (run_recovery_sensor would, a tick later)."""
     if not (home / "history").exists():  # Dagster's SQLite run storage: no runs yet
         return
-    import dagster as dg
-
     from runtime_ops.recovery.orphans import sweep
 
-    with dg.DagsterInstance.from_config(str(home)) as dagster_instance:
+    with _dev_instance(home) as dagster_instance:
         orphans = sweep(dagster_instance)
     for o in orphans:
         print(f"run {o.run_id} ({o.job_name}) was interrupted ({o.reason}): marked failed; run retries relaunch it")

@@ -11,6 +11,7 @@ from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
 from runtime_ops.errors import UserError
 from runtime_ops.settings import get_settings
+from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -50,7 +51,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  batches     : {len(store.ledger.batches())} (corpus revision {store.ledger.corpus_revision()})")
         print(f"  documents   : {store.documents.document_counts()}")
         print(f"  models      : {[m['version'] for m in store.registry.models()]}")
-        candidate, production = store.registry.alias("candidate"), store.registry.alias("production")
+        candidate, production = store.registry.alias(CANDIDATE_ALIAS), store.registry.alias(PRODUCTION_ALIAS)
         print(f"  candidate   : {candidate}   production: {production}")
         index = store.indexes.current_index()
         if index:

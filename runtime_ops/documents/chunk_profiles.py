@@ -18,6 +18,7 @@ from runtime_ops.embedders.token_counts import counter_for, declared_profile
 from runtime_ops.pipeline.chunking import ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 Chunker = Callable[[str], list[str]]
 Log = Callable[[str], None]
@@ -44,7 +45,9 @@ def declared(store: StateStore, spec: PipelineSpec) -> tuple[int, ChunkingProfil
 def profiles_in_use(store: StateStore, spec: PipelineSpec) -> dict[int, ChunkingProfile]:
     """id -> profile of every profile the pipeline keeps chunks for, the declared one first."""
     first, profile = declared(store, spec)
-    versions = [v for v in (store.registry.alias("production"), store.registry.alias("candidate")) if v is not None]
+    versions = [
+        v for v in (store.registry.alias(PRODUCTION_ALIAS), store.registry.alias(CANDIDATE_ALIAS)) if v is not None
+    ]
     versions += [int(row["model_version"]) for row in store.indexes.list_indexes()]
     used = {first: profile}
     for pid in sorted(set(store.profiles.models_by_profile(versions).values()) - {first}):

@@ -18,11 +18,11 @@ from runtime_ops.resources.landing_resource import LandingResource
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import NewObject, StateStore
+from runtime_ops.tags import BATCH_TAG, OBJECTS_TAG
 
 if TYPE_CHECKING:
     from runtime_ops.landing.queue import EventQueue
 
-BATCH_TAG = "runtime_ops/batch_id"
 KNOWN_CHUNK = 1000  # keys per ledger lookup
 
 
@@ -188,7 +188,7 @@ def _batch_request(spec: PipelineSpec, batch_id: str, n_objects: int) -> dg.RunR
     return dg.RunRequest(
         run_key=batch_id,
         partition_key=batch_id,
-        tags={**spec.tags, BATCH_TAG: batch_id, "runtime_ops/objects": str(n_objects)},
+        tags={**spec.tags, BATCH_TAG: batch_id, OBJECTS_TAG: str(n_objects)},
     )
 
 

@@ -17,16 +17,15 @@ from runtime_ops.models.evaluation import evaluate_candidate, quality_metadata, 
 from runtime_ops.models.history import set_label
 from runtime_ops.models.promotion import PromotionConfig, promote
 from runtime_ops.models.regression import evaluate_production
-from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 from runtime_ops.models.training import TrainConfig, train_candidate
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
-from runtime_ops.runs import ALERT_TAG
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import alert_requester
+from runtime_ops.tags import ALERT_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 
 
 def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:

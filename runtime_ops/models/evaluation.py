@@ -14,6 +14,7 @@ from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 
 def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
@@ -76,10 +77,10 @@ def evaluate_candidate(
     from runtime_ops.policies.gate_rule import judge
 
     gate = spec.gate
-    candidate_version = store.registry.alias("candidate")
+    candidate_version = store.registry.alias(CANDIDATE_ALIAS)
     if candidate_version is None:
         raise dg.Failure("no candidate model: materialize embedding_model first", allow_retries=False)
-    production_version = store.registry.alias("production")
+    production_version = store.registry.alias(PRODUCTION_ALIAS)
     candidate = store.registry.get_model(candidate_version)
     assert candidate is not None
     qs = current_question_set(store, spec, context.run_id)

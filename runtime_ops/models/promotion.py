@@ -14,6 +14,7 @@ import dagster as dg
 from runtime_ops.labels import version_label
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import APPROVAL_TAG, PRODUCTION_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.locks.base import Locker
@@ -50,12 +51,12 @@ def promote(
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
     from runtime_ops.serving.assets import pipeline_vectors
 
-    approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
+    approval_id = config.approval_id or context.run.tags.get(APPROVAL_TAG)
     try:
         version, request = verify_promotion(store, approval_id=approval_id)
     except PromotionRefused as exc:
         if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
-            production = store.registry.alias("production")
+            production = store.registry.alias(PRODUCTION_ALIAS)
             context.log.info(
                 f"production stays at {version_label(production)}: {str(exc).removeprefix('refusing to promote: ')}. "
                 "The approvals sensor launches the promotion once it is approved."
@@ -63,7 +64,7 @@ def promote(
             return None
         # A refusal is final for this run (a new decision launches a new one): one line, never retried.
         raise dg.Failure(str(exc), allow_retries=False) from None
-    previous = store.registry.alias("production")
+    previous = store.registry.alias(PRODUCTION_ALIAS)
     vectors = pipeline_vectors(spec)
     refusal = backfill_refusal(store, vectors, version)
     if refusal is not None:

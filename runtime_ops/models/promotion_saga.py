@@ -21,6 +21,7 @@ from runtime_ops.saga.engine import SagaState, Step
 from runtime_ops.serving.index_alias import move_retrieval_index, production_index
 from runtime_ops.serving.vector_index import ensure_index, incomplete_backfill
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
 
@@ -74,11 +75,11 @@ def promotion_steps(
 
     def move_alias(ctx: dict[str, Any]) -> dict[str, Any]:
         fence = held().fence
-        previous = store.registry.alias("production")
-        serving = store.registry.alias("retrieval_index")
+        previous = store.registry.alias(PRODUCTION_ALIAS)
+        serving = store.registry.alias(SERVING_INDEX_ALIAS)
         failpoint("promotion.alias")
         store.registry.set_alias(
-            "production", version, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
+            PRODUCTION_ALIAS, version, actor=actor, approval_id=request["id"], run_id=run_id, fence=fence
         )
         log(f"production: {version_label(previous)} -> {version_label(version)}")
         # The serving index of the previous production: where the compensation takes retrieval_index back to.
@@ -88,10 +89,10 @@ def promotion_steps(
         fence = held().fence
         previous = data.get("previous_production")
         if previous is None:
-            store.registry.remove_alias("production", actor="compensation", run_id=run_id, fence=fence)
+            store.registry.remove_alias(PRODUCTION_ALIAS, actor="compensation", run_id=run_id, fence=fence)
         else:
             store.registry.set_alias(
-                "production", previous, actor="compensation", approval_id=request["id"], run_id=run_id, fence=fence
+                PRODUCTION_ALIAS, previous, actor="compensation", approval_id=request["id"], run_id=run_id, fence=fence
             )
         log(f"compensated: production back to {version_label(previous)}")
 
@@ -146,7 +147,7 @@ def promotion_steps(
         )
 
     def describe_alias(ctx: dict[str, Any]) -> str:
-        previous = store.registry.alias("production")
+        previous = store.registry.alias(PRODUCTION_ALIAS)
         return f"production: {version_label(previous)} -> {version_label(version)} (fenced write)"
 
     def describe_index(ctx: dict[str, Any]) -> str:
@@ -156,7 +157,7 @@ def promotion_steps(
         what = "bring its index up to date" if row is not None and row["status"] == "ready" else "fill its index"
         return (
             f"embed {todo} chunks with {version_label(version)}, {what} ({counts['current_chunks']} chunks in "
-            f"{vectors.describe()}), retrieval_index: {index_label(store.registry.alias('retrieval_index'))} -> "
+            f"{vectors.describe()}), retrieval_index: {index_label(store.registry.alias(SERVING_INDEX_ALIAS))} -> "
             "that index (fenced write)"
         )
 

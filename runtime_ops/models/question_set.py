@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from runtime_ops.models.golden import GoldenQuestion, evaluable, load_golden_set
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PRODUCTION_ALIAS
 
 if TYPE_CHECKING:
     from runtime_ops.models.questions import GeneratedQuestion
@@ -90,7 +91,7 @@ def question_profile(store: StateStore, spec: PipelineSpec) -> int:
     scored on the same questions as before), else the declared one; its chunks are cut first where missing."""
     from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
 
-    production = store.registry.alias("production")
+    production = store.registry.alias(PRODUCTION_ALIAS)
     profile = store.profiles.of_model(production) if production is not None else declared(store, spec)[0]
     ensure_chunks(store, profile)
     return profile

@@ -9,11 +9,12 @@ import dagster as dg
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PRODUCTION_ALIAS
 
 
 def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
     """The candidate metrics of the evaluation report behind the approval that promoted `version`."""
-    for change in reversed(store.registry.alias_history("production")):
+    for change in reversed(store.registry.alias_history(PRODUCTION_ALIAS)):
         if change["new_target"] == version and change["approval_id"]:
             request = store.requests.get_request(change["approval_id"])
             report = store.evaluations.get_eval_report(request["eval_report_id"]) if request else None
@@ -25,7 +26,7 @@ def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.Materialize
     from runtime_ops.models.question_set import current_question_set
     from runtime_ops.models.scoring import score_stored
 
-    version = store.registry.alias("production")
+    version = store.registry.alias(PRODUCTION_ALIAS)
     if version is None:
         raise dg.Failure("no production model to evaluate", allow_retries=False)
     qs = current_question_set(store, spec)

@@ -5,7 +5,7 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops.jobs import AssetJob
-from runtime_ops.pipeline.spec import LIFECYCLE_TAG, EmbedderSpec, PipelineSpec, RetrainSpec
+from runtime_ops.pipeline.spec import EmbedderSpec, PipelineSpec, RetrainSpec
 from runtime_ops.policies.retrain import (
     Decision,
     DriftFacts,
@@ -17,6 +17,7 @@ from runtime_ops.policies.retrain import (
 )
 from runtime_ops.resources.state import StateStoreResource
 from runtime_ops.store import StateStore
+from runtime_ops.tags import LIFECYCLE_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 
 ACTIVE_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
@@ -24,9 +25,6 @@ ACTIVE_STATUSES = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
-# What made the corpus sensor retrain (first_model | alert | manual | drift | oov | growth) and the decision's key.
-RETRAIN_TRIGGER_TAG = "runtime_ops/retrain_trigger"
-RETRAIN_KEY_TAG = "runtime_ops/retrain_key"
 
 
 def active_lifecycle_run(instance: dg.DagsterInstance, pipeline: str) -> str | None:

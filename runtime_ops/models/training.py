@@ -15,6 +15,7 @@ import dagster as dg
 from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANDIDATE_ALIAS
 
 
 class TrainConfig(dg.Config):
@@ -124,7 +125,7 @@ def train_candidate(
         run_id=context.run_id,
         chunking_profile=profile_id,
     )
-    store.registry.set_alias("candidate", model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
+    store.registry.set_alias(CANDIDATE_ALIAS, model["version"], actor=f"run:{context.run_id}", run_id=context.run_id)
     context.log.info(
         f"{spec.embedder.kind} model v{model['version']} ({'new' if created else 'same bytes as an earlier version'}) "
         f"for {n_chunks} chunks in {train_s:.2f}s"

@@ -35,6 +35,7 @@ from runtime_ops.observability.metrics import (
     sorted_buckets,
 )
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PIPELINE_TAG
 
 log = logging.getLogger("runtime_ops.metrics")
 
@@ -47,8 +48,6 @@ _ACTIVE = {"STARTING", "STARTED", "CANCELING"}
 # commit after a later one of another run (and run workers' clocks differ a little).
 RUN_MARGIN = timedelta(seconds=120)
 EVENT_PAGE = 1000
-# The run tag naming the pipeline a run belongs to (the `pipeline` label); runs without it are "none".
-PIPELINE_TAG = "runtime_ops/pipeline"
 NO_PIPELINE = "none"
 _PIPELINES_KEPT = 10_000  # run id -> pipeline entries remembered for step events
 

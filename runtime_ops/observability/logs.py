@@ -34,6 +34,7 @@ from runtime_ops.observability.redaction import (
     register_secret,
     register_settings_secrets,
 )
+from runtime_ops.tags import APPROVAL_TAG
 
 __all__ = [
     "REDACTED",
@@ -104,7 +105,6 @@ _EVENT_STATUS = {
     "RUN_CANCELED": "run_canceled",
     "ASSET_MATERIALIZATION": "materialized",
 }
-APPROVAL_TAG = "runtime_ops/approval_id"
 PARTITION_TAG = "dagster/partition"
 
 

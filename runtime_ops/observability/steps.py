@@ -20,16 +20,11 @@ import dagster as dg
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from runtime_ops.observability import logs, tracing
-from runtime_ops.pipeline.spec import STEP_TIMEOUT_TAG
 from runtime_ops.settings import get_settings
+from runtime_ops.tags import APPROVAL_TAG, APPROVAL_TRACE_TAG, PIPELINE_TAG, STEP_TIMEOUT_TAG
 from runtime_ops.timeouts import deadline
 
-APPROVAL_TAG = "runtime_ops/approval_id"
-APPROVAL_TRACE_TAG = "runtime_ops/approval_trace"
 LANDING_PARTITIONS = "landing_batches"
-PIPELINE_TAG = (
-    "runtime_ops/pipeline"  # = runtime_ops.pipeline.spec.PIPELINE_TAG (no import: observability is a base layer)
-)
 
 
 # Dagster events written whatever the threshold: a step's and a run's life, materializations, check results.

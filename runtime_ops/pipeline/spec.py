@@ -14,20 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 
 from runtime_ops.policies.gate_policy import GatePolicy
+from runtime_ops.tags import INGEST_TAG, LIFECYCLE_TAG, PIPELINE_TAG, STEP_TIMEOUT_TAG
 
 # Names appear in asset keys, job/sensor names (Dagster allows [A-Za-z0-9_]), lock names and metric labels.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # Separates a pipeline's name from the object name in jobs, sensors, schedules and partitions definitions.
 SEPARATOR = "__"
-PIPELINE_TAG = "runtime_ops/pipeline"
-# One lifecycle run (train, promotion, index, rollback, re-embed) at a time per pipeline: dagster.yaml limits
-# this tag to 1 per unique value.
-LIFECYCLE_TAG = "runtime_ops/lifecycle"
 # The concurrency pool of every step that can move a pipeline's `production` or `retrieval_index` alias
 # (`<pipeline>__lifecycle`): runs launched by automation or the UI carry no tags, but their steps' pools count.
 LIFECYCLE_POOL = "lifecycle"
-# Ingestion runs of a pipeline (docker/dagster.yaml lets 4 per pipeline run at once).
-INGEST_TAG = "runtime_ops/ingest"
 
 
 def check_name(name: str) -> str:
@@ -200,9 +195,6 @@ class BackfillSpec:
     cores: int = 1  # cores each partition run embeds with (its share of a worker: the pool runs several)
 
 
-# The run tag carrying each step's timeout in seconds (`0`: unbounded): jobs get it from their pipeline's
-# `timeouts`, and `observability.steps.observed` arms it around every step of the run.
-STEP_TIMEOUT_TAG = "runtime_ops/step_timeout_s"
 JOB_NAMES = ("ingest_job", "train_job", "promotion_job", "index_job", "rollback_job", "reembed_job")
 
 

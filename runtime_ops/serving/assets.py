@@ -16,11 +16,12 @@ from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec, RetentionSpec
 from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
+from runtime_ops.tags import PRODUCTION_ALIAS, QUESTION_SET_ALIAS
 from runtime_ops.vectors.base import IndexName, VectorStore, VectorStoreError
 
 
 def _production_version(store: StateStore) -> int:
-    version = store.registry.alias("production")
+    version = store.registry.alias(PRODUCTION_ALIAS)
     if version is None:
         raise dg.Failure("no production model yet: promote one first (production_model)")
     return int(version)
@@ -163,7 +164,7 @@ def default_questions(store: StateStore, answers: AnswersSpec) -> list[str]:
                 allow_retries=False,
             ) from None
         return [q.strip() for q in text.splitlines() if q.strip()]
-    artifact_id = store.registry.alias("question_set")
+    artifact_id = store.registry.alias(QUESTION_SET_ALIAS)
     if artifact_id is None:
         return []
     rows = [json.loads(line) for line in store.artifacts.get_artifact(artifact_id).decode("utf-8").splitlines() if line]

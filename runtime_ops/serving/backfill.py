@@ -17,8 +17,8 @@ from runtime_ops.resources.state import LocksResource, StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.embeddings import Shard
+from runtime_ops.tags import CANDIDATE_ALIAS, MODEL_VERSION_TAG
 
-MODEL_VERSION_TAG = "runtime_ops/model_version"
 # A partition waits this long for another one's upserts (a shard of a large corpus takes a while to upsert).
 GUARD_WAIT_S = 1800.0
 GUARD_TTL_MS = 30_000
@@ -39,7 +39,7 @@ def target_version(context: dg.AssetExecutionContext, store: StateStore) -> int:
                 allow_retries=False,
             )
         return int(tagged)
-    candidate = store.registry.alias("candidate")
+    candidate = store.registry.alias(CANDIDATE_ALIAS)
     if candidate is None:
         raise dg.Failure(
             f"no model version to embed: tag the backfill {MODEL_VERSION_TAG}=<version>, or train a candidate "

@@ -18,9 +18,8 @@ from runtime_ops.locks.base import Lease, Locker
 from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.store import StateStore
 from runtime_ops.store.serving.indexes import READY
+from runtime_ops.tags import PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import VectorStore
-
-ALIAS = "retrieval_index"
 
 
 @dataclass(frozen=True)
@@ -55,25 +54,27 @@ def move_retrieval_index(
     """
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with promotion_lease(lock, store.pipeline) as lease:
-        production = store.registry.alias("production")
-        previous = store.registry.alias(ALIAS)
+        production = store.registry.alias(PRODUCTION_ALIAS)
+        previous = store.registry.alias(SERVING_INDEX_ALIAS)
         refusal = _refusal(store, index_id, production)
         if refusal is not None:
             stays = f"stays at {index_label(previous)}" if previous is not None else "stays unset"
-            message = f"{ALIAS} {stays}: {refusal}"
+            message = f"{SERVING_INDEX_ALIAS} {stays}: {refusal}"
             log(message)
             return IndexMove(False, previous, previous, production, lease.fence, message, stood_down=refusal)
         if previous == index_id:
-            message = f"{ALIAS} already serves {index_label(index_id)} (model {version_label(production)})"
+            message = (
+                f"{SERVING_INDEX_ALIAS} already serves {index_label(index_id)} (model {version_label(production)})"
+            )
             return IndexMove(False, previous, previous, production, lease.fence, message)
         if index_id is None:
-            store.registry.remove_alias(ALIAS, actor=actor, run_id=run_id, fence=lease.fence)
+            store.registry.remove_alias(SERVING_INDEX_ALIAS, actor=actor, run_id=run_id, fence=lease.fence)
         else:
             store.registry.set_alias(
-                ALIAS, index_id, actor=actor, approval_id=approval_id, run_id=run_id, fence=lease.fence
+                SERVING_INDEX_ALIAS, index_id, actor=actor, approval_id=approval_id, run_id=run_id, fence=lease.fence
             )
         what = f"model {version_label(production)}" if index_id is not None else "production is unset"
-        message = f"{ALIAS}: {index_label(previous)} -> {index_label(index_id)} ({what})"
+        message = f"{SERVING_INDEX_ALIAS}: {index_label(previous)} -> {index_label(index_id)} ({what})"
         log(message)
         return IndexMove(True, index_id, previous, production, lease.fence, message)
 
@@ -122,7 +123,7 @@ def serve_production(
 
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with promotion_lease(lease, store.pipeline) as held:
-        production = store.registry.alias("production")
+        production = store.registry.alias(PRODUCTION_ALIAS)
         index_id = None
         if production is not None:
             index_id = ensure_index(store, vectors, production, log=log, run_id=run_id).index_id

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from runtime_ops.policies.retention import RetentionPlan, RetentionPolicy, plan_retention
 from runtime_ops.store import StateStore
+from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import IndexName, VectorStore
 
 
@@ -32,13 +33,15 @@ class RetentionReport:
 
 
 def retention_plan(store: StateStore, policy: RetentionPolicy) -> RetentionPlan:
-    history = [int(h["new_target"]) for h in store.registry.alias_history("production") if h["new_target"] is not None]
+    history = [
+        int(h["new_target"]) for h in store.registry.alias_history(PRODUCTION_ALIAS) if h["new_target"] is not None
+    ]
     pending = [int(r["candidate_version"]) for r in store.requests.list_requests(status="pending")]
     return plan_retention(
         [int(m["version"]) for m in store.registry.models()],
-        production=store.registry.alias("production"),
+        production=store.registry.alias(PRODUCTION_ALIAS),
         production_history=history,
-        candidate=store.registry.alias("candidate"),
+        candidate=store.registry.alias(CANDIDATE_ALIAS),
         pending=pending,
         policy=policy,
     )
@@ -54,7 +57,7 @@ def collect(
 ) -> RetentionReport:
     plan = retention_plan(store, policy)
     report = RetentionReport(plan, dry_run=dry_run)
-    serving = store.registry.alias("retrieval_index")
+    serving = store.registry.alias(SERVING_INDEX_ALIAS)
     assert store.pipeline is not None, "retention is per pipeline: a scoped store"
     for row in store.indexes.list_indexes():
         version = int(row["model_version"])

@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 
 from runtime_ops.cli import build_parser
-from runtime_ops.cli.dev import CHECKOUT, DEV_INSTANCE
+from runtime_ops.cli.dev import CHECKOUT, DEV_INSTANCE, STORAGE_VARIABLE
 
 
 def test_dev_finds_its_instance_and_the_dg_project() -> None:
     assert DEV_INSTANCE.is_file()
     assert tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["dg"]["directory_type"] == "project"
-    # `dg dev` runs in the checkout: a dagster.yaml there would be ignored by Dagster, with a warning.
-    assert not (CHECKOUT / "dagster.yaml").exists()
+    # `dg dev` runs in the checkout with DAGSTER_HOME there: Dagster warns about a dagster.yaml in its working
+    # folder that is not DAGSTER_HOME's.
+    assert DEV_INSTANCE == CHECKOUT / "dagster.yaml"
 
 
 def test_dev_instance_holds_pooled_runs_in_the_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dev instance as `runtime-ops dev` makes it (DAGSTER_HOME holding a copy): a backfill's partition runs
+    """The dev instance (DEV_INSTANCE, with its storage in a folder of the test's): a backfill's partition runs
     wait in the run queue for a slot of their pool, below the run limit, instead of in started processes; a pool
     nobody set a limit for (each pipeline's lifecycle pool) admits one run at a time."""
     import dagster as dg
@@ -30,6 +31,7 @@ def test_dev_instance_holds_pooled_runs_in_the_queue(tmp_path: Path, monkeypatch
 
     shutil.copyfile(DEV_INSTANCE, tmp_path / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setenv(STORAGE_VARIABLE, str(tmp_path))
     with dg.DagsterInstance.get() as instance:
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
         config = instance.get_concurrency_config()

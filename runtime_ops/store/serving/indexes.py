@@ -11,6 +11,7 @@ from sqlalchemy import and_, bindparam, func, insert, select, update
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert, utcnow
 from runtime_ops.store.scope import Repository, row_dict
+from runtime_ops.tags import SERVING_INDEX_ALIAS
 
 _I = t.retrieval_indexes
 _A = t.aliases
@@ -19,7 +20,7 @@ _S = t.index_shards
 _SERVING = (
     select(_I)
     .select_from(_A.join(_I, and_(_A.c.target == _I.c.id, _A.c.pipeline == _I.c.pipeline)))
-    .where(and_(_A.c.pipeline == bindparam("pipeline"), _A.c.name == "retrieval_index"))
+    .where(and_(_A.c.pipeline == bindparam("pipeline"), _A.c.name == SERVING_INDEX_ALIAS))
 )
 
 FILLING, READY, DROPPED = "filling", "ready", "dropped"
