@@ -12,7 +12,8 @@ import dagster as dg
 
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.state import LocksResource, StateStoreResource
+from runtime_ops.resources.locks import LocksResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY
 
 RETRY_CAP_S = 30.0

@@ -26,7 +26,7 @@ from runtime_ops.store import StateStore, remove_alias_compensation
 from runtime_ops.store.alerts import ALERT_SENSOR_LAUNCHES
 
 if TYPE_CHECKING:
-    from runtime_ops.resources.state import ApprovalsResource
+    from runtime_ops.resources.approvals import ApprovalsResource
     from runtime_ops.settings import Settings
 
 log = logging.getLogger("runtime_ops.approvals")

@@ -14,8 +14,8 @@ from runtime_ops.markdown import code_span, escape_text, table_row
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.progress import Every
-from runtime_ops.resources.landing_resource import LandingResource
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.landing import LandingResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 from runtime_ops.timeouts import Deadline, DeadlineExceeded, deadline

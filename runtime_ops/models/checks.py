@@ -13,7 +13,7 @@ from runtime_ops.models.sensors import RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import changed_lines
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.runs import ALERT_TAG
 from runtime_ops.store import StateStore
 from runtime_ops.store.alerts import alert_requester

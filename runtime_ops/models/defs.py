@@ -8,7 +8,8 @@ from runtime_ops.models.assets import PromotionConfig, TrainConfig, promote, tra
 from runtime_ops.models.evaluate import evaluate_candidate, question_set
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.state import LocksResource, StateStoreResource
+from runtime_ops.resources.locks import LocksResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 
 

@@ -9,7 +9,7 @@ from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 

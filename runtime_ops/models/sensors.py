@@ -15,7 +15,7 @@ from runtime_ops.policies.retrain import (
     RetrainPolicy,
     should_retrain,
 )
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.store import StateStore
 
 ACTIVE_STATUSES = [

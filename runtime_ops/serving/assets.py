@@ -13,7 +13,8 @@ from runtime_ops.locks.base import Locker
 from runtime_ops.markdown import close_fences, code_span, escape_text
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import AnswersSpec, PipelineSpec, RetentionSpec
-from runtime_ops.resources.state import LocksResource, StateStoreResource
+from runtime_ops.resources.locks import LocksResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import IndexName, VectorStore, VectorStoreError
