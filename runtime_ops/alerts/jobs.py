@@ -33,7 +33,7 @@ def rollback(
     from runtime_ops.alerts.rollback import RollbackRefused, run_rollback
     from runtime_ops.locks.base import LockError
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     try:
         outcome = run_rollback(
@@ -99,7 +99,7 @@ class ReembedConfig(dg.Config):
 def reembed(context: dg.OpExecutionContext, config: ReembedConfig, store: Any, locker: Any, spec: PipelineSpec) -> None:
     from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
     from runtime_ops.locks.base import LockError
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     try:
         outcome = run_reembed(

@@ -180,7 +180,7 @@ def promote(
     from runtime_ops.locks.promotion import promotion_lease
     from runtime_ops.models.promotion import StoreJournal, backfill_refusal, promotion_steps, saga_id
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     approval_id = config.approval_id or context.run.tags.get("runtime_ops/approval_id")
     try:

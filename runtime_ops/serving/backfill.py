@@ -54,8 +54,8 @@ def fill_partition(
     context: dg.AssetExecutionContext, store: StateStore, locks: LocksResource, spec: PipelineSpec
 ) -> dg.MaterializeResult:
     from runtime_ops.embedders.cores import limited_cores
-    from runtime_ops.serving.assets import pipeline_vectors
     from runtime_ops.serving.shards import fill_shard
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     version = target_version(context, store)
     shard = Shard(int(context.partition_key), spec.backfill.shards)
