@@ -22,7 +22,7 @@ def open_locker(settings: Settings) -> LockerBase:
 def locker_for(redis_url: str | None, database_url: str) -> LockerBase:
     if redis_url:
         from runtime_ops.locks.redis_lock import RedisLocker
-        from runtime_ops.observability.metrics import LockWaitRecorder
+        from runtime_ops.observability.metric_writes import LockWaitRecorder
         from runtime_ops.store import open_store
 
         # Lock waits are metrics of the state store whichever backend holds the locks; the store is opened on
