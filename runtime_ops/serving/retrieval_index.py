@@ -1,5 +1,5 @@
 """The work of `retrieval_index`: bring the production model's index in step, optimize it, move the serving alias
-to it through its one fenced writer (`serving/index_alias.py`), then collect old versions (the asset is defined in
+to it through its one fenced writer (`serving/index_swap.py`), then collect old versions (the asset is defined in
 `serving/assets.py`)."""
 
 import time
@@ -23,7 +23,7 @@ def index_corpus(
     locker: Locker,
 ) -> dg.MaterializeResult:
     from runtime_ops.policies.retention import RetentionPolicy
-    from runtime_ops.serving.index_alias import move_retrieval_index
+    from runtime_ops.serving.index_swap import move_retrieval_index
     from runtime_ops.serving.retention import collect
     from runtime_ops.serving.vector_index import ensure_index
 
