@@ -16,14 +16,12 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import numpy as np
 
 from runtime_ops.vectors.base import Hit, IndexName, VectorIndex, VectorStoreError, as_matrix
-
-if TYPE_CHECKING:
-    from runtime_ops.vectors.pgvector_store import PgVectorStore
 
 SCHEMA = "runtime_ops_vectors"
 # Indexes smaller than this are searched exactly (a sequential scan; ~50 ms at 100k x 384 here, too slow for a
@@ -78,8 +76,16 @@ def delta_table(name: IndexName) -> str:
     return f"{name.table}_delta"
 
 
+class PgVectorConnection(Protocol):
+    """What an index uses of its store (`vectors/pgvector_store.py`'s `PgVectorStore`, which imports this module)."""
+
+    def raw(self, *, autocommit: bool = False) -> AbstractContextManager[Any]: ...
+
+    def estimated_rows(self, qualified: str) -> int: ...
+
+
 class PgVectorIndex(VectorIndex):
-    def __init__(self, store: PgVectorStore, name: IndexName, dim: int) -> None:
+    def __init__(self, store: PgVectorConnection, name: IndexName, dim: int) -> None:
         self._store = store
         self.name = name
         self.dim = dim
