@@ -58,7 +58,7 @@ def timed(work: Path) -> dict[str, Any]:
     from bench._synth import PIPELINE, peak_rss_mb, rss_mb
     from runtime_ops.components.build import build_pipeline_defs
     from runtime_ops.components.loading import get_spec
-    from runtime_ops.resources.state import StateStoreResource
+    from runtime_ops.resources.state_store import StateStoreResource
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 

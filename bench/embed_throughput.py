@@ -59,7 +59,7 @@ def _asset_run(db: Path, work: Path, chunks: int, profiler: cProfile.Profile | N
     from bench._synth import PIPELINE
     from runtime_ops.components.build import build_pipeline_defs
     from runtime_ops.components.loading import get_spec
-    from runtime_ops.resources.state import StateStoreResource
+    from runtime_ops.resources.state_store import StateStoreResource
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
 

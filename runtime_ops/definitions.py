@@ -18,8 +18,10 @@ from runtime_ops.components.loading import BUILTIN_DEFS, load_pipelines
 from runtime_ops.observability.logs import configure_logging
 from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
 from runtime_ops.recovery.orphans import build_recovery_sensor
-from runtime_ops.resources.landing_resource import LandingResource
-from runtime_ops.resources.state import ApprovalsResource, LocksResource, StateStoreResource
+from runtime_ops.resources.approvals import ApprovalsResource
+from runtime_ops.resources.landing import LandingResource
+from runtime_ops.resources.locks import LocksResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.settings import Settings, get_settings
 
 

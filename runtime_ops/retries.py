@@ -1,6 +1,12 @@
+"""How Dagster retries runtime_ops' steps and runs: capped exponential retry policies, the wait a step asks for when
+it requests a retry itself, and the run tags that keep approval-gated runs from being retried after a step failed.
+The delays are computed by `runtime_ops.backoff`."""
+
 from __future__ import annotations
 
 import dagster as dg
+
+from runtime_ops.backoff import capped_exponential, dagster_retries_within
 
 
 def capped_retry_policy(delay_s: float, max_delay_s: float) -> dg.RetryPolicy:
@@ -9,12 +15,17 @@ def capped_retry_policy(delay_s: float, max_delay_s: float) -> dg.RetryPolicy:
     Dagster's exponential delay is `(2^attempt - 1) * delay` with no cap, so the cap is kept by choosing how
     many retries there are; full jitter only ever shortens a wait.
     """
-    retries = 0
-    while (2 ** (retries + 1) - 1) * delay_s <= max_delay_s:
-        retries += 1
+    retries = dagster_retries_within(delay_s, max_delay_s)
     if retries == 0:
         raise ValueError(f"a first retry after {delay_s}s already exceeds the cap of {max_delay_s}s")
     return dg.RetryPolicy(max_retries=retries, delay=delay_s, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.FULL)
+
+
+def retry_wait(retry_number: int, max_delay_s: float) -> float:
+    """The wait a step asks for in `dg.RetryRequested` before its next attempt (`retry_number` is Dagster's
+    `context.retry_number`, 0 on the first attempt): 2, 4, 8, 16 s, ... capped at `max_delay_s` (Dagster's own
+    backoff has no cap)."""
+    return capped_exponential(retry_number + 1, base_s=2.0, factor=2.0, max_delay_s=max_delay_s)
 
 
 # I/O-bound steps (object store, database) retry transient failures: waits of at most 2, 6, 14, 30 s. Work

@@ -464,7 +464,7 @@ def test_rollback_is_a_compare_and_set_on_production(
     from runtime_ops.alerts.rollback import run_rollback
     from runtime_ops.components.loading import get_spec
     from runtime_ops.locks.factory import open_locker
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     rules = write_rules(
         tmp_path, "  - name: q\n    match: {alertname: Q}\n    action: rollback\n    preapproved: true\n"

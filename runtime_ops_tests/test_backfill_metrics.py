@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 
 from bench._synth import make_production, seed_corpus
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
-from runtime_ops.observability.metrics import parse_metrics
+from runtime_ops.observability.exposition import parse_metrics
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.serving.indexes import Backfill

@@ -17,7 +17,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
-from runtime_ops.observability.metrics import parse_metrics
+from runtime_ops.observability.exposition import parse_metrics
 from runtime_ops.settings import get_settings
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
 from runtime_ops_tests.servers import require_binary

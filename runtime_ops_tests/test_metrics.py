@@ -22,11 +22,14 @@ from runtime_ops.api.app import create_app
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.locks import LockTimeout, LockUnavailable
 from runtime_ops.locks.factory import locker_for
-from runtime_ops.observability import metrics
+from runtime_ops.observability import metric_writes
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
-from runtime_ops.observability.metrics import METRIC_NAMES, METRICS, bucket_counts, parse_metrics
+from runtime_ops.observability.exposition import parse_metrics
+from runtime_ops.observability.metrics import METRIC_NAMES, METRICS
 from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, open_store
+from runtime_ops.store.operations import series
+from runtime_ops.store.operations.series import bucket_counts
 from runtime_ops_tests.approvals_support import operator_cli
 from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
 
@@ -94,9 +97,9 @@ def test_concurrent_writers_lose_no_observation(backend: str, request: pytest.Fi
         start.wait()
         for v in values[i]:
             # Alternate the two series so transactions interleave on both rows.
-            if not metrics.observe(store, "runtime_ops_lock_wait_seconds", v, labels):
+            if not metric_writes.observe(store, "runtime_ops_lock_wait_seconds", v, labels):
                 failures.append("observe")
-            if not metrics.inc(store, "runtime_ops_metrics_write_errors_total", {"metric": "probe"}):
+            if not metric_writes.inc(store, "runtime_ops_metrics_write_errors_total", {"metric": "probe"}):
                 failures.append("inc")
 
     workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
@@ -106,7 +109,7 @@ def test_concurrent_writers_lose_no_observation(backend: str, request: pytest.Fi
         w.join()
     assert failures == []
     rows = {(r["name"], r["labels"]): r for r in store.metrics.metric_rows()}
-    hist = rows[("runtime_ops_lock_wait_seconds", metrics.canonical_labels(labels))]
+    hist = rows[("runtime_ops_lock_wait_seconds", series.canonical_labels(labels))]
     flat = [v for vs in values for v in vs]
     assert hist["count"] == threads * per_thread
     assert hist["sum"] == pytest.approx(sum(flat))
@@ -401,7 +404,7 @@ def test_a_failing_source_is_counted_and_the_rest_still_served(env, postgres_url
     assert "metrics scrape: store failed" in caplog.text
 
     # An observation that cannot be written does not fail the work it measured.
-    errors_before = metrics.write_errors().get("runtime_ops_landing_lag_seconds", 0)
+    errors_before = series.write_errors().get("runtime_ops_landing_lag_seconds", 0)
     batch = store.ledger.record_batch("s3://b/", [NewObject("k", "v1", 10, datetime.now(UTC) - timedelta(seconds=5))])
     assert batch is not None and store.documents.batch_documents(batch["id"])[0]["key"] == "k"
-    assert metrics.write_errors()["runtime_ops_landing_lag_seconds"] == errors_before + 1
+    assert series.write_errors()["runtime_ops_landing_lag_seconds"] == errors_before + 1

@@ -41,7 +41,7 @@ def test_retention_collects_old_versions_but_never_production_or_its_rollback_ta
     from runtime_ops.components.loading import get_spec
     from runtime_ops.embedders.registry import load_embedder
     from runtime_ops.locks.factory import open_locker
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
     from runtime_ops.vectors.base import IndexName
 
     pipelines, landing = tmp_path / "pipelines", tmp_path / "landing"

@@ -71,7 +71,7 @@ def test_promotion_and_rollback_swap_under_search_load(
     from runtime_ops.alerts.rollback import run_rollback
     from runtime_ops.components.loading import get_spec
     from runtime_ops.locks.factory import open_locker
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     landing = tmp_path / "landing"
     if backend == "pgvector":

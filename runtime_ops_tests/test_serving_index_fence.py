@@ -29,8 +29,8 @@ from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.models.promotion_saga import StoreJournal, promotion_steps, saga_id
 from runtime_ops.saga.engine import SagaFailed, SagaState, run
 from runtime_ops.serving import vector_index
-from runtime_ops.serving.assets import pipeline_vectors
-from runtime_ops.serving.index_alias import move_retrieval_index
+from runtime_ops.serving.index_swap import move_retrieval_index
+from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, UnfencedWrite, open_store
 from runtime_ops.vectors.base import VectorStore

@@ -18,7 +18,7 @@ from runtime_ops.approvals.requests import request_policy
 from runtime_ops.components.loading import get_spec
 from runtime_ops.definitions import build_resources
 from runtime_ops.policies.approvals import Tier
-from runtime_ops.resources.state import ApprovalsResource
+from runtime_ops.resources.approvals import ApprovalsResource
 from runtime_ops.settings import Settings, get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending

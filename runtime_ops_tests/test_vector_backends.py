@@ -158,11 +158,11 @@ def test_pgvector_calibrates_ef_search_on_its_own_data_and_searches_with_it(
     """The HNSW graph's ef_search is the smallest of the ladder that reaches the recall target on queries near
     its own rows (measured against exact search when the graph is built); searches use it, a graph grown past
     RECALIBRATE_GROWTH is calibrated again, and dropping the index forgets it."""
-    from runtime_ops.vectors import pgvector
+    from runtime_ops.vectors import pgvector, pgvector_store
 
     monkeypatch.setattr(pgvector, "EXACT_MAX_ROWS", 1000)
     store = open_vector_store(pgvector_url)
-    assert isinstance(store, pgvector.PgVectorStore)
+    assert isinstance(store, pgvector_store.PgVectorStore)
     try:
         index = store.open(IndexName("tuned", 1), DIM, create=True)
         assert isinstance(index, pgvector.PgVectorIndex)

@@ -12,8 +12,9 @@ import dagster as dg
 
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.state import LocksResource, StateStoreResource
-from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY
+from runtime_ops.resources.locks import LocksResource
+from runtime_ops.resources.state_store import StateStoreResource
+from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY, retry_wait
 
 RETRY_CAP_S = 30.0
 
@@ -32,7 +33,7 @@ def rollback(
     from runtime_ops.alerts.rollback import RollbackRefused, run_rollback
     from runtime_ops.locks.base import LockError
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     try:
         outcome = run_rollback(
@@ -51,7 +52,7 @@ def rollback(
         raise dg.Failure(str(exc), allow_retries=False) from None
     except (LockError, SagaFailed) as exc:
         # Fail closed and retry with capped exponential backoff, as the promotion does.
-        wait = min(RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        wait = retry_wait(context.retry_number, RETRY_CAP_S)
         raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
     except CompensationFailed as exc:
         raise dg.Failure(f"rollback needs an operator: {exc}", allow_retries=False) from None
@@ -98,7 +99,7 @@ class ReembedConfig(dg.Config):
 def reembed(context: dg.OpExecutionContext, config: ReembedConfig, store: Any, locker: Any, spec: PipelineSpec) -> None:
     from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
     from runtime_ops.locks.base import LockError
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     try:
         outcome = run_reembed(
@@ -112,7 +113,7 @@ def reembed(context: dg.OpExecutionContext, config: ReembedConfig, store: Any, l
     except ReembedRefused as exc:
         raise dg.Failure(str(exc), allow_retries=False) from None
     except LockError as exc:
-        wait = min(RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        wait = retry_wait(context.retry_number, RETRY_CAP_S)
         raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
     common = {"alert": config.alert_key, "model_version": dg.MetadataValue.int(outcome.model_version)}
     context.log_event(

@@ -5,7 +5,7 @@ The stored vectors are dropped and recomputed with the same incremental, resumab
 (`embed_missing`: a killed run resumes where it stopped). Under the promotion lock, and only while production is
 still the model that was re-embedded (a promotion that happened meanwhile serves its own index and wins), the new
 vectors are upserted into the serving index in place, and the alias is moved by its one writer
-(`serving.index_alias`, with the same lease) if it pointed elsewhere.
+(`serving.index_swap`, with the same lease) if it pointed elsewhere.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def run_reembed(
     run_id: str | None,
     log: Callable[[str], None] = lambda _: None,
 ) -> ReembedOutcome:
-    from runtime_ops.serving.index_alias import move_retrieval_index
+    from runtime_ops.serving.index_swap import move_retrieval_index
     from runtime_ops.serving.indexing import embed_missing
     from runtime_ops.serving.vector_index import refresh_index
 

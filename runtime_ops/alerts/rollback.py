@@ -5,7 +5,7 @@ The previous version comes from the `production` alias history. A rollback moves
 version it saw when the alert fired (compare-and-set): if a promotion moved production in between, the rollback
 is refused instead of undoing that promotion. Not pre-approved, it needs an approved request for this exact
 move (`rollback_digest`). Before the lock is released, the serving index is brought to production's (its one
-writer, `serving.index_alias`), also when there was nothing to roll back: serving follows production at once.
+writer, `serving.index_swap`), also when there was nothing to roll back: serving follows production at once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from runtime_ops.locks.base import Locker
 from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.models.promotion_saga import StoreJournal, promotion_steps
 from runtime_ops.saga.engine import run
-from runtime_ops.serving.index_alias import serve_production
+from runtime_ops.serving.index_swap import serve_production
 from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.requests import Requests
 from runtime_ops.store.operations.alerts import rollback_digest

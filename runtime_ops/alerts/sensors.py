@@ -15,7 +15,7 @@ from runtime_ops import clock
 from runtime_ops.approvals.requests import request_policy
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.tags import (

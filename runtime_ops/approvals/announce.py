@@ -29,7 +29,7 @@ from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
 from runtime_ops.tags import APPROVAL_TAG, CANARY_ALIAS
 
 if TYPE_CHECKING:
-    from runtime_ops.resources.state import ApprovalsResource
+    from runtime_ops.resources.approvals import ApprovalsResource
     from runtime_ops.settings import Settings
 
 log = logging.getLogger("runtime_ops.approvals")

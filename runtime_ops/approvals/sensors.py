@@ -17,7 +17,8 @@ from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.state import ApprovalsResource, StateStoreResource
+from runtime_ops.resources.approvals import ApprovalsResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import StateStore

@@ -1,4 +1,4 @@
-"""What the commands share: the state store, the default actor, tables."""
+"""What the commands share: the state store, its URL as shown, the default actor, tables."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ def state_store(pipeline: str | None = None) -> StateStore:
 
     settings = get_settings()
     return open_store(settings.resolved_database_url, settings, pipeline=pipeline, check=True)
+
+
+def shown_database_url() -> str:
+    """The state store's URL with its password redacted, as the commands print it."""
+    from runtime_ops.observability.redaction import redact_url
+
+    return redact_url(get_settings().resolved_database_url)
 
 
 def request_store(request_id: str) -> StateStore:

@@ -14,8 +14,8 @@ from runtime_ops.documents.scan import ScanResult, scan
 from runtime_ops.jobs import AssetJob
 from runtime_ops.landing import LandingSource, S3LandingSource, is_ignored_key
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.resources.landing_resource import LandingResource
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.landing import LandingResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import NewObject, StateStore
 from runtime_ops.tags import BATCH_TAG, OBJECTS_TAG

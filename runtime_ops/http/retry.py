@@ -1,6 +1,6 @@
 """Retry policy for outbound HTTP calls: capped exponential backoff with jitter, `Retry-After`, and the
 classification of an attempt's outcome. Pure logic (no I/O, no sleeping); randomness and "now" are injected
-so every number here is unit-testable.
+so every number here is unit-testable. The capped exponential itself is `runtime_ops.backoff`'s.
 
 Attempts are numbered from 1. After attempt `n` fails, the next one waits `Backoff.delay(n, rng)`:
 
@@ -22,6 +22,8 @@ from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol
 
 import httpx
+
+from runtime_ops.backoff import capped_exponential
 
 Jitter = Literal["full", "equal", "none"]
 Verdict = Literal["retry", "fail", "ok"]
@@ -65,13 +67,7 @@ class Backoff:
 
     def ceiling(self, attempt: int) -> float:
         """The largest delay after failed attempt `attempt` (1-based): min(max_delay_s, base * factor^(n-1))."""
-        if attempt < 1:
-            raise ValueError(f"attempt numbers start at 1, got {attempt}")
-        try:
-            raw = self.base_s * self.factor ** (attempt - 1)
-        except OverflowError:
-            raw = math.inf
-        return min(self.max_delay_s, raw)
+        return capped_exponential(attempt, self.base_s, self.factor, self.max_delay_s)
 
     def bounds(self, attempt: int) -> tuple[float, float]:
         """(lowest, highest) delay `delay(attempt, rng)` can return under this policy's jitter."""

@@ -5,7 +5,7 @@
 - ``open``: ``open_landing(uri)`` picks a source from ``RUNTIME_OPS_LANDING``;
 - ``queue``: the SQS queue S3 event notifications arrive on (event mode of the landing sensor).
 
-The Dagster resource that hands a source to assets and sensors is ``runtime_ops.resources.landing_resource``.
+The Dagster resource that hands a source to assets and sensors is ``runtime_ops.resources.landing``.
 Importing this package costs no boto3 or Dagster import: clients are built on first use.
 """
 

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from runtime_ops.backoff import capped_exponential
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TTL_MS = 30_000
@@ -138,7 +140,7 @@ def poll_delay(held: Held, attempt: int, rng: random.Random | None = None) -> fl
     point sleeping past its expiry), a backoff growing from MIN_POLL_S to MAX_POLL_S bounds it too (the holder
     may release early), and jitter (50-100 %) keeps waiters from retrying in lockstep.
     """
-    backoff = min(MAX_POLL_S, MIN_POLL_S * (2**attempt))
+    backoff = capped_exponential(attempt + 1, MIN_POLL_S, 2, MAX_POLL_S)
     delay = backoff
     if held.remaining_ms is not None and held.remaining_ms >= 0:
         delay = min(backoff, max(held.remaining_ms, 1) / 1000.0)

@@ -23,7 +23,7 @@ def locker_for(redis_url: str | None, database_url: str, settings: Settings) -> 
     """The locker on `redis_url` (None: on the state store at `database_url`, opened under `settings`)."""
     if redis_url:
         from runtime_ops.locks.redis_lock import RedisLocker
-        from runtime_ops.observability.metrics import LockWaitRecorder
+        from runtime_ops.observability.metric_writes import LockWaitRecorder
         from runtime_ops.store import open_store
 
         # Lock waits are metrics of the state store whichever backend holds the locks; the store is opened on

@@ -86,7 +86,7 @@ class StoreLocker(LockerBase):
         self.store = store
         self._sql = _Statements(store.dialect)
         if wait_metrics:  # every acquire's wait goes to the lock-wait histogram in the same store
-            from runtime_ops.observability.metrics import LockWaitRecorder
+            from runtime_ops.observability.metric_writes import LockWaitRecorder
 
             self.wait_observer = LockWaitRecorder(store)
 

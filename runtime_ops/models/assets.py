@@ -21,7 +21,8 @@ from runtime_ops.models.training import TrainConfig, train_candidate
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import changed_lines
-from runtime_ops.resources.state import LocksResource, StateStoreResource
+from runtime_ops.resources.locks import LocksResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import alert_requester

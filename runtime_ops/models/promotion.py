@@ -13,6 +13,7 @@ import dagster as dg
 
 from runtime_ops.labels import version_label
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.retries import retry_wait
 from runtime_ops.store import StateStore
 from runtime_ops.tags import APPROVAL_TAG, PRODUCTION_ALIAS
 
@@ -49,7 +50,7 @@ def promote(
     from runtime_ops.locks.promotion import promotion_lease
     from runtime_ops.models.promotion_saga import StoreJournal, backfill_refusal, promotion_steps, saga_id
     from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
-    from runtime_ops.serving.assets import pipeline_vectors
+    from runtime_ops.serving.vector_store import pipeline_vectors
 
     approval_id = config.approval_id or context.run.tags.get(APPROVAL_TAG)
     try:
@@ -97,7 +98,7 @@ def promote(
             outcome = run(saga_id(request), steps, {}, StoreJournal(store, context.run_id), on_event=context.log.info)
     except (LockError, SagaFailed) as exc:
         # Fail closed; retry with capped exponential backoff (Dagster's own backoff has no cap).
-        wait = min(PROMOTION_RETRY_CAP_S, 2.0 * 2**context.retry_number)
+        wait = retry_wait(context.retry_number, PROMOTION_RETRY_CAP_S)
         raise dg.RetryRequested(max_retries=6, seconds_to_wait=wait) from exc
     except CompensationFailed as exc:
         raise dg.Failure(f"promotion needs an operator: {exc}", allow_retries=False) from None

@@ -1,7 +1,7 @@
 """Promotion as a saga under the promotion lock: move `production`, build and swap the index, announce.
 
 Every alias write carries the lock's fencing token, so a holder that paused past its lease cannot overwrite a
-newer promotion; the serving index moves only through its one writer (`serving.index_alias`), with the saga's own
+newer promotion; the serving index moves only through its one writer (`serving.index_swap`), with the saga's own
 lease. Each step is persisted; a failure compensates the completed steps in reverse (production moves back and the
 serving index with it, the announcement is retracted), and a crash is finished by the next run.
 """
@@ -18,7 +18,7 @@ from runtime_ops.locks.promotion import LOCK_TTL_MS as LOCK_TTL_MS
 from runtime_ops.locks.promotion import LOCK_WAIT_S as LOCK_WAIT_S
 from runtime_ops.locks.promotion import lock_name as lock_name
 from runtime_ops.saga.engine import SagaState, Step
-from runtime_ops.serving.index_alias import move_retrieval_index, production_index
+from runtime_ops.serving.index_swap import move_retrieval_index, production_index
 from runtime_ops.serving.vector_index import ensure_index, incomplete_backfill
 from runtime_ops.store import StateStore
 from runtime_ops.tags import PRODUCTION_ALIAS, SERVING_INDEX_ALIAS

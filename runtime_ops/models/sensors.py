@@ -15,7 +15,7 @@ from runtime_ops.policies.retrain import (
     RetrainPolicy,
     should_retrain,
 )
-from runtime_ops.resources.state import StateStoreResource
+from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.store import StateStore
 from runtime_ops.tags import LIFECYCLE_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 

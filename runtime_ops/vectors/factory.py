@@ -26,7 +26,7 @@ def open_vector_store(url: str) -> VectorStore:
         from runtime_ops.vectors.lance import LanceVectorStore
 
         return LanceVectorStore(Path(url[len("lance://") :]))
-    from runtime_ops.vectors.pgvector import PgVectorStore
+    from runtime_ops.vectors.pgvector_store import PgVectorStore
 
     return PgVectorStore(url)
 

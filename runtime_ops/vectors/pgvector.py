@@ -1,7 +1,9 @@
-"""pgvector on PostgreSQL: one table per index in the `runtime_ops_vectors` schema, an HNSW index (cosine).
+"""pgvector on PostgreSQL, one index: a table in the `runtime_ops_vectors` schema with an HNSW graph (cosine), and
+what is done with it (upsert, delete, search, building the graph, calibrating its ef_search). The store around the
+indexes (connection, schema setup, creating, dropping and listing index tables) is `vectors/pgvector_store.py`.
 
 An upsert is one transaction (COPY into a temporary table, then INSERT ... ON CONFLICT), so a killed writer
-leaves nothing behind; a delete is one statement. The database may be the state store's or one of its own.
+leaves nothing behind; a delete is one statement.
 
 Once a table has its HNSW graph, inserting into it costs ~200-400 rows/s on one core here, and more as the graph
 grows: so writes go to the index's small **delta** table (`<table>_delta`, no graph; the rows it replaces leave
@@ -13,25 +15,13 @@ from __future__ import annotations
 
 import io
 import json
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import numpy as np
-import psycopg2
-from sqlalchemy import Engine, create_engine, make_url, text
-from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 
-from runtime_ops.vectors.base import (
-    Hit,
-    IndexMissing,
-    IndexName,
-    VectorIndex,
-    VectorStore,
-    VectorStoreError,
-    as_matrix,
-)
+from runtime_ops.vectors.base import Hit, IndexName, VectorIndex, VectorStoreError, as_matrix
 
 SCHEMA = "runtime_ops_vectors"
 # Indexes smaller than this are searched exactly (a sequential scan; ~50 ms at 100k x 384 here, too slow for a
@@ -82,17 +72,25 @@ def _copy_rows(chunk_ids: Sequence[int], document_ids: Sequence[int], matrix: np
     return buf
 
 
-def _delta_table(name: IndexName) -> str:
+def delta_table(name: IndexName) -> str:
     return f"{name.table}_delta"
 
 
+class PgVectorConnection(Protocol):
+    """What an index uses of its store (`vectors/pgvector_store.py`'s `PgVectorStore`, which imports this module)."""
+
+    def raw(self, *, autocommit: bool = False) -> AbstractContextManager[Any]: ...
+
+    def estimated_rows(self, qualified: str) -> int: ...
+
+
 class PgVectorIndex(VectorIndex):
-    def __init__(self, store: PgVectorStore, name: IndexName, dim: int) -> None:
+    def __init__(self, store: PgVectorConnection, name: IndexName, dim: int) -> None:
         self._store = store
         self.name = name
         self.dim = dim
         self._qualified = f'{SCHEMA}."{name.table}"'
-        self._delta = f'{SCHEMA}."{_delta_table(name)}"'
+        self._delta = f'{SCHEMA}."{delta_table(name)}"'
 
     def upsert(self, chunk_ids: Sequence[int], document_ids: Sequence[int], vectors: np.ndarray) -> int:
         matrix = as_matrix(vectors, self.dim)
@@ -168,7 +166,7 @@ class PgVectorIndex(VectorIndex):
         return out
 
     def _estimated_rows(self, cur: Any) -> int:
-        return _estimated_rows(cur, self._qualified)
+        return row_estimate(cur, self._qualified)
 
     def _plan(self, cur: Any) -> tuple[int, int | None]:
         """(the graph table's row estimate, its calibrated ef_search or None) in one round trip."""
@@ -198,7 +196,7 @@ class PgVectorIndex(VectorIndex):
         k = 10
         rng = np.random.default_rng(seed)
         with self._store.raw() as cur:
-            rows = _estimated_rows(cur, self._qualified)
+            rows = row_estimate(cur, self._qualified)
             fraction = min(100.0, max(0.01, 100.0 * 20 * CALIBRATION_QUERIES / max(rows, 1)))
             cur.execute(
                 f"SELECT embedding::text FROM {self._qualified} TABLESAMPLE SYSTEM (%s) REPEATABLE (%s) LIMIT %s",
@@ -294,144 +292,8 @@ def _has_graph(cur: Any, name: IndexName) -> bool:
     return bool(cur.fetchone()[0])
 
 
-def _exists(cur: Any, table: str) -> bool:
-    cur.execute("SELECT to_regclass(%s) IS NOT NULL", (f'{SCHEMA}."{table}"',))
-    return bool(cur.fetchone()[0])
-
-
-def _estimated_rows(cur: Any, qualified: str) -> int:
+def row_estimate(cur: Any, qualified: str) -> int:
     """The planner's row count of the table (exact after VACUUM ANALYZE, which `optimize()` runs)."""
     cur.execute("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass", (qualified,))
     row = cur.fetchone()
     return int(row[0]) if row else 0
-
-
-class PgVectorStore(VectorStore):
-    kind = "pgvector"
-
-    def __init__(self, url: str) -> None:
-        if url.startswith("postgres://"):
-            url = "postgresql://" + url[len("postgres://") :]
-        self._url = make_url(url)
-        self._engine: Engine = create_engine(self._url, pool_pre_ping=True, pool_size=5, max_overflow=10)
-        self._ready = False
-        self._lock = threading.Lock()
-
-    def describe(self) -> str:
-        u = self._url
-        return f"pgvector://{u.host}:{u.port or 5432}/{u.database}"
-
-    @contextmanager
-    def raw(self, *, autocommit: bool = False) -> Iterator[Any]:
-        """A psycopg2 cursor in one transaction (committed at the end of the block, rolled back on error)."""
-        self._setup()
-        conn = self._engine.raw_connection()
-        try:
-            dbapi = conn.driver_connection
-            assert dbapi is not None
-            dbapi.autocommit = autocommit
-            try:
-                with dbapi.cursor() as cur:
-                    yield cur
-                if not autocommit:
-                    dbapi.commit()
-            except BaseException:
-                if not autocommit:
-                    dbapi.rollback()
-                raise
-            finally:
-                if autocommit and not dbapi.closed:
-                    dbapi.autocommit = False
-        except (OperationalError, DBAPIError, psycopg2.Error) as exc:
-            raise VectorStoreError(f"pgvector store {self.describe()}: {exc}".strip()) from exc
-        finally:
-            conn.close()
-
-    def estimated_rows(self, qualified: str) -> int:
-        with self.raw() as cur:
-            return _estimated_rows(cur, qualified)
-
-    def _setup(self) -> None:
-        if self._ready:
-            return
-        with self._lock:
-            if self._ready:
-                return
-            try:
-                with self._engine.begin() as conn:
-                    # Serialise first-time setup across processes (CREATE ... IF NOT EXISTS races otherwise).
-                    conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('runtime_ops_vectors'))"))
-                    conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
-                    conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
-                    conn.execute(
-                        text(
-                            f"CREATE TABLE IF NOT EXISTS {TUNING} (table_name text PRIMARY KEY, "
-                            "ef_search integer NOT NULL, recall real NOT NULL, n_rows bigint NOT NULL, "
-                            "calibrated_at timestamptz NOT NULL)"
-                        )
-                    )
-            except ProgrammingError as exc:
-                raise VectorStoreError(
-                    f"pgvector store {self.describe()}: cannot enable the vector extension ({exc.orig}); "
-                    "use a PostgreSQL with pgvector installed (e.g. the pgvector/pgvector:pg16 image) and let a "
-                    "superuser run CREATE EXTENSION vector once"
-                ) from None
-            except OperationalError as exc:
-                raise VectorStoreError(f"pgvector store {self.describe()} is unreachable: {exc.orig}") from None
-            self._ready = True
-
-    def _dim_of(self, cur: Any, name: IndexName) -> int | None:
-        cur.execute(
-            "SELECT a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding'",
-            (SCHEMA, name.table),
-        )
-        row = cur.fetchone()
-        return None if row is None else int(row[0])
-
-    def open(self, name: IndexName, dim: int, *, create: bool = False) -> VectorIndex:
-        with self.raw() as cur:
-            have = self._dim_of(cur, name)
-            if have is None:
-                if not create:
-                    raise IndexMissing(f"no vector index {name.table} in {self.describe()}")
-                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name.table,))
-                table = f'{SCHEMA}."{name.table}"'
-                cur.execute(
-                    f"CREATE TABLE IF NOT EXISTS {table} (chunk_id bigint PRIMARY KEY, "
-                    f"document_id bigint NOT NULL, embedding vector({int(dim)}) NOT NULL)"
-                )
-                cur.execute(f'CREATE INDEX IF NOT EXISTS "{name.table}_doc" ON {table} (document_id)')
-                have = self._dim_of(cur, name)
-            if have is not None and not _exists(cur, _delta_table(name)):
-                # Made with the index (or later, for an index of an earlier release): same columns, no graph.
-                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name.table,))
-                delta = f'{SCHEMA}."{_delta_table(name)}"'
-                cur.execute(
-                    f"CREATE TABLE IF NOT EXISTS {delta} (chunk_id bigint PRIMARY KEY, "
-                    f"document_id bigint NOT NULL, embedding vector({int(have)}) NOT NULL)"
-                )
-                cur.execute(f'CREATE INDEX IF NOT EXISTS "{_delta_table(name)}_doc" ON {delta} (document_id)')
-        if have != dim:
-            raise VectorStoreError(f"vector index {name.table} holds {have}-dimensional vectors, not {dim}")
-        return PgVectorIndex(self, name, dim)
-
-    def drop(self, name: IndexName) -> bool:
-        with self.raw() as cur:
-            if self._dim_of(cur, name) is None:
-                return False
-            cur.execute(f'DROP TABLE IF EXISTS {SCHEMA}."{name.table}", {SCHEMA}."{_delta_table(name)}"')
-            cur.execute(f"DELETE FROM {TUNING} WHERE table_name = %s", (name.table,))
-            return True
-
-    def names(self, pipeline: str | None = None) -> list[IndexName]:
-        with self.raw() as cur:
-            cur.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'index_tuning'", (SCHEMA,)
-            )
-            found = [n for (t,) in cur.fetchall() if (n := IndexName.from_table(t)) is not None]
-        return sorted(n for n in found if pipeline is None or n.pipeline == pipeline)
-
-    def close(self) -> None:
-        self._engine.dispose()

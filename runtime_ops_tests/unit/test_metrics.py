@@ -8,21 +8,11 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from runtime_ops.observability.metrics import (
-    METRIC_NAMES,
-    METRICS,
-    HistogramAccumulator,
-    WindowedCursor,
-    bucket_counts,
-    canonical_labels,
-    counter_delta,
-    decode_labels,
-    histogram_delta,
-    le_label,
-    merge_buckets,
-    parse_metrics,
-    sorted_buckets,
-)
+from runtime_ops.observability.dagster_metrics import HistogramAccumulator, WindowedCursor
+from runtime_ops.observability.exposition import parse_metrics, sorted_buckets
+from runtime_ops.observability.metric_writes import counter_delta, histogram_delta
+from runtime_ops.observability.metrics import METRIC_NAMES, METRICS
+from runtime_ops.store.operations.series import bucket_counts, canonical_labels, decode_labels, le_label, merge_buckets
 
 # Every family but the lock waits (process-wide) says which pipeline it is about; Dagster's from the run's tag.
 CONTRACT = {

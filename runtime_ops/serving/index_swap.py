@@ -1,5 +1,5 @@
-"""The one writer of a pipeline's `retrieval_index` alias (the index `/api/search`, `/api/answer` and rag_answers
-serve). No Dagster here.
+"""Where the serving index is swapped: the one writer of a pipeline's `retrieval_index` alias (the index
+`/api/search`, `/api/answer` and rag_answers serve). No Dagster here.
 
 Whoever built an index (the retrieval_index asset, a promotion's or a rollback's saga and its compensation, a
 re-embedding) moves the alias only through `move_retrieval_index`: under the pipeline's promotion lock, with the
