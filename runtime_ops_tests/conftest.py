@@ -1,5 +1,5 @@
 """Shared fixtures. Real servers (PostgreSQL, Redis, moto) start lazily, once per session, on free ports
-of 127.0.0.1, and are stopped at session end; the helpers live in `runtime_ops_tests/servers.py`.
+of 127.0.0.1, and are stopped at session end; the helpers live in `runtime_ops_tests/support/servers.py`.
 A missing server binary fails the tests that need it, naming the package to install: it never skips."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from runtime_ops_tests import servers
-from runtime_ops_tests.seeded_corpora import CorpusTemplates
-from runtime_ops_tests.topology import Topology
+from runtime_ops_tests.support import servers
+from runtime_ops_tests.support.seeded_corpora import CorpusTemplates
+from runtime_ops_tests.support.topology import Topology
 
 # The slowest files (minutes of waiting on subprocesses) are handed out first, longest first, so that under
 # pytest-xdist (`make test`) no worker is left running one of them alone at the end while the other idles. The rest
@@ -187,7 +187,7 @@ def topology(postgres_server, _dagster_template, tmp_path):  # type: ignore[no-u
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The fault tests' recovery times, gathered from every worker's reports."""
-    from runtime_ops_tests.recovery_report import summary_lines
+    from runtime_ops_tests.support.recovery_report import summary_lines
 
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
     lines = summary_lines(reports)

@@ -21,10 +21,10 @@ from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import AliasConflict, open_store
 from runtime_ops.store import schema as t
-from runtime_ops_tests.approvals_support import ApiServer, operator_cli
-from runtime_ops_tests.fencing import remove_fenced, set_fenced
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, serving_v1
-from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
+from runtime_ops_tests.support.fencing import remove_fenced, set_fenced
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1
+from runtime_ops_tests.support.servers import free_port
 
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 AMTOOL = "/usr/bin/amtool"

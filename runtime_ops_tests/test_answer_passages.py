@@ -11,9 +11,9 @@ import httpx
 
 from runtime_ops.serving.answerer import split_sentences
 from runtime_ops.settings import get_settings
-from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.fault_server import FaultServer, ok, status
-from runtime_ops_tests.flow import serving_v1
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.fault_server import FaultServer, ok, status
+from runtime_ops_tests.support.flow import serving_v1
 
 KEY = "notes/quokka.md"
 SHARED = "The quokka export is pretty-printed by piping the quokka payload into json.tool, then sorted."

@@ -29,7 +29,7 @@ from runtime_ops.store import schema as t
 from runtime_ops.store.api_keys import LAST_USED_EVERY, key_id_of, parse_scopes
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, downgrade, head_revision, upgrade
-from runtime_ops_tests.approvals_support import FakeClock
+from runtime_ops_tests.support.approvals_support import FakeClock
 
 KEY_RE = re.compile(r"rok_[0-9a-f]{8}_[A-Za-z0-9_\-]{43}")
 

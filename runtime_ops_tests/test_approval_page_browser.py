@@ -28,9 +28,9 @@ from runtime_ops.models.checks import request_policy
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
-from runtime_ops_tests.chromium import chromium
-from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.support.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
+from runtime_ops_tests.support.chromium import chromium
+from runtime_ops_tests.support.servers import free_port
 
 VIEWPORT: ViewportSize = {"width": 1000, "height": 900}
 # The README's screenshot is refreshed only on request (RUNTIME_OPS_UPDATE_DOCS=1), so tests leave the tree clean.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import open_pending
+from runtime_ops_tests.support.approvals_support import open_pending
 
 
 def test_votes_redelivery_and_audit_on_sqlite(tmp_path: Path) -> None:

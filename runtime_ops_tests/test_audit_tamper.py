@@ -17,7 +17,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.chain import record_hash
 from runtime_ops.store.engine import utcnow
-from runtime_ops_tests.approvals_support import open_pending
+from runtime_ops_tests.support.approvals_support import open_pending
 
 KEY = "audit-key-kept-outside-the-database"
 
@@ -187,7 +187,7 @@ def test_anchors_in_an_object_locked_bucket_catch_a_truncation(
     env: Any, postgres_url: str, aws_env: Any, capsys: Any
 ) -> None:
     """Anchors as docker compose keeps them: one object each in a bucket with Object Lock (compliance mode)."""
-    from runtime_ops_tests import servers
+    from runtime_ops_tests.support import servers
 
     s3 = aws_env.client("s3")
     bucket = servers.unique_name("audit", sep="-")

@@ -21,7 +21,7 @@ from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.store.chain import GENESIS, GLOBAL_CHAIN, key_id
 from runtime_ops.store.engine import utcnow
-from runtime_ops_tests.approvals_support import open_pending
+from runtime_ops_tests.support.approvals_support import open_pending
 
 KEY = "audit-key-kept-outside-the-database"
 TWO = RequestPolicy(approvers=("U2", "U3"), required_approvals=2)

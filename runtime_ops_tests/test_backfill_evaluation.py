@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 
 
 def _report(flow: Any) -> dict[str, Any]:

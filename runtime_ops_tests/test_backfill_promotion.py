@@ -13,8 +13,8 @@ import dagster as dg
 import pytest
 
 from runtime_ops.cli import main as cli
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:

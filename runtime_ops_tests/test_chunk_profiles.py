@@ -22,8 +22,8 @@ from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import upgrade
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
-from runtime_ops_tests.own_corpus import declare_pipeline
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline
 
 WINDOW = 256  # all-MiniLM-L6-v2's max_seq_length
 ST = "  embedder:\n    kind: sentence_transformers\n"

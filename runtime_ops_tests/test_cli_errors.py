@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from runtime_ops_tests import approvals_support
-from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.support import approvals_support
+from runtime_ops_tests.support.servers import free_port
 
 PASSWORD = "Pw-0f-the-DBA-7c1e"
 SCRUBBED = ("RUNTIME_OPS_", "SLACK_", "REDIS_URL", "AWS_ENDPOINT_URL", "DAGSTER_HOME")

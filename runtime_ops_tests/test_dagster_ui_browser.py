@@ -18,10 +18,10 @@ import dagster as dg
 import pytest
 from playwright.sync_api import BrowserContext, Page
 
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.chromium import chromium
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.chromium import chromium
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.topology import wait_for
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 UPDATE_DOCS = os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1"

@@ -17,8 +17,8 @@ import dagster as dg
 import httpx
 import psutil
 
-from runtime_ops_tests.dev_process import Dev, session_processes
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.support.dev_process import Dev, session_processes
+from runtime_ops_tests.support.topology import wait_for
 
 # What a newcomer would have to learn to ignore: a Python warning (`BetaWarning: ...`, `SupersessionWarning: ...`
 # or its `warnings.warn(` source line), Dagster's notice that a dagster.yaml in the working directory is not
@@ -88,7 +88,7 @@ def test_ctrl_c_in_a_terminal_ends_make_dev_with_status_0(env: Any, tmp_path: Pa
     import subprocess
     import sys
 
-    from runtime_ops_tests.servers import free_port
+    from runtime_ops_tests.support.servers import free_port
 
     env()
     ui, api = free_port(), free_port()

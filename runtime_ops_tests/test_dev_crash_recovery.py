@@ -24,10 +24,10 @@ from runtime_ops.demo import corpus_keys, land_corpus
 from runtime_ops.landing import LocalLandingSource
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.dev_process import Dev
-from runtime_ops_tests.flow import NEEDS_A_HUMAN
-from runtime_ops_tests.recovery_report import report_recovery
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.support.dev_process import Dev
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN
+from runtime_ops_tests.support.recovery_report import report_recovery
+from runtime_ops_tests.support.topology import wait_for
 
 EMBEDDINGS = dg.AssetKey(["demo", "document_embeddings"])
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from runtime_ops_tests.servers import require_binary
+from runtime_ops_tests.support.servers import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"

@@ -10,7 +10,7 @@ from runtime_ops.approvals.announce import Announcer
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import open_store
 from runtime_ops.store.engine import utcnow
-from runtime_ops_tests.approvals_support import open_pending
+from runtime_ops_tests.support.approvals_support import open_pending
 
 
 def test_claims(postgres_url: str) -> None:

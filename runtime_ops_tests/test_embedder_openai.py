@@ -16,7 +16,7 @@ import pytest
 
 from runtime_ops.embedders.openai import OpenAIEmbedder, embeddings_url
 from runtime_ops.http import Backoff, EndpointError
-from runtime_ops_tests.embeddings_server import (
+from runtime_ops_tests.support.embeddings_server import (
     EmbeddingsServer,
     bad_value,
     expected_vector,

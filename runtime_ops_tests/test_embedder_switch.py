@@ -14,9 +14,9 @@ import pytest
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.embeddings_server import EmbeddingsServer
-from runtime_ops_tests.flow import Flow
-from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
+from runtime_ops_tests.support.embeddings_server import EmbeddingsServer
+from runtime_ops_tests.support.flow import Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline, write_own_corpus
 
 KEY = "sk-test-embeddings-NOT-REAL-91c3"
 DIM = 16

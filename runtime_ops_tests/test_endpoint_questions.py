@@ -15,9 +15,9 @@ from runtime_ops.definitions import build_definitions
 from runtime_ops.models.golden import QUESTION_PROMPT, current_question_set
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.fault_server import Behaviour, FaultServer, completion_body, status
-from runtime_ops_tests.flow import Flow
-from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
+from runtime_ops_tests.support.fault_server import Behaviour, FaultServer, completion_body, status
+from runtime_ops_tests.support.flow import Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline, write_own_corpus
 
 
 class QuestionWriter(FaultServer):

@@ -30,10 +30,10 @@ from sqlalchemy.exc import OperationalError
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, pending_candidate
-from runtime_ops_tests.recovery_report import report_recovery
-from runtime_ops_tests.topology import REPO_ROOT, Topology, wait_for
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, pending_candidate
+from runtime_ops_tests.support.recovery_report import report_recovery
+from runtime_ops_tests.support.topology import REPO_ROOT, Topology, wait_for
 
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 # Each committed batch of 256 embeddings pauses in the deployment's processes (not in this one), so a fault

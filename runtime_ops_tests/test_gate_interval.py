@@ -14,8 +14,8 @@ from runtime_ops.approvals.slack.blocks import request_blocks
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
-from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
+from runtime_ops_tests.support.flow import Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline, write_own_corpus
 
 
 def _train(flow: Flow, **config: Any) -> dg.ExecuteInProcessResult:

@@ -19,9 +19,9 @@ from prometheus_client import generate_latest
 from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
 from runtime_ops.observability.metrics import parse_metrics
 from runtime_ops.settings import get_settings
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
-from runtime_ops_tests.servers import require_binary
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.servers import require_binary
+from runtime_ops_tests.support.topology import wait_for
 
 PROMETHEUS = Path(__file__).resolve().parents[1] / "docker" / "prometheus"
 FAMILIES = ("runtime_ops_step_failure_total", "runtime_ops_step_success_total", "runtime_ops_runs_total")

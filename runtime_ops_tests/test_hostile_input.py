@@ -17,9 +17,9 @@ import pytest
 
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ApiServer, ready
-from runtime_ops_tests.servers import free_port
-from runtime_ops_tests.slack_signing import signed_headers
+from runtime_ops_tests.support.approvals_support import ApiServer, ready
+from runtime_ops_tests.support.servers import free_port
+from runtime_ops_tests.support.slack_signing import signed_headers
 
 SECRET = "hook-secret"
 SIGNING = "slack-signing-secret"

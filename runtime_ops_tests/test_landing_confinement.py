@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from runtime_ops.landing import ObjectGone, UnsafePath, open_landing
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.flow import Flow
 
 SECRET = "hook-secret"
 HOOK = {"X-Runtime-Ops-Token": SECRET}

@@ -14,8 +14,8 @@ import pytest
 from runtime_ops.landing import queue as queue_module
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests import servers
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support import servers
+from runtime_ops_tests.support.flow import Flow
 
 PREFIX = "incoming/"
 

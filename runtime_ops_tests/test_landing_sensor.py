@@ -11,7 +11,7 @@ import pytest
 
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.flow import Flow
 
 
 class Local:

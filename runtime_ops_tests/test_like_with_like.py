@@ -16,8 +16,8 @@ from runtime_ops.approvals import links
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.models.history import DEFAULT_METRICS
 from runtime_ops.settings import get_settings
-from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, serving_v1
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, serving_v1
 
 
 def _materialized(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:

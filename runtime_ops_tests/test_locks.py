@@ -29,7 +29,7 @@ from runtime_ops.locks.redis_lock import KEY_PREFIX, RedisLocker
 from runtime_ops.locks.store_lock import StoreLocker, locks
 from runtime_ops.store import AliasConflict, StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops_tests import servers
+from runtime_ops_tests.support import servers
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,11 +19,11 @@ from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.observability import logs, tracing
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.flow import Flow, land_files
-from runtime_ops_tests.servers import free_port
-from runtime_ops_tests.slack_server import SlackServer
-from runtime_ops_tests.slack_signing import interaction_body, sign
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.flow import Flow, land_files
+from runtime_ops_tests.support.servers import free_port
+from runtime_ops_tests.support.slack_server import SlackServer
+from runtime_ops_tests.support.slack_signing import interaction_body, sign
 
 PLANTED = {
     "SLACK_BOT_TOKEN": "xoxb-planted-bot-7f3a9c1e5b2d4f6a8c0e",

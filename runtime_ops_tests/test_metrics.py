@@ -27,8 +27,8 @@ from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_reg
 from runtime_ops.observability.metrics import METRIC_NAMES, METRICS, bucket_counts, parse_metrics
 from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, open_store
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow, land_files
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, land_files
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 STEP_TYPES = {dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}

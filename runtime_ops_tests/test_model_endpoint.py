@@ -15,7 +15,7 @@ import pytest
 
 from runtime_ops.http import Backoff, EndpointError
 from runtime_ops.serving.endpoint import SYSTEM_PROMPT, ChatEndpoint
-from runtime_ops_tests.fault_server import FaultServer, ok, reset, slow, status, truncated
+from runtime_ops_tests.support.fault_server import FaultServer, ok, reset, slow, status, truncated
 
 TOLERANCE_S = 0.25  # loopback round trip + thread scheduling on a loaded 2-core machine
 FAST = Backoff(base_s=0.05, factor=2.0, max_delay_s=2.0, max_attempts=5, jitter="full", max_total_s=10.0)

@@ -19,7 +19,7 @@ from runtime_ops.store import NewObject, StateStore, UnscopedWrite, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, head_revision, upgrade
-from runtime_ops_tests.fencing import set_fenced
+from runtime_ops_tests.support.fencing import set_fenced
 
 REFERRING = ("model_versions", "eval_reports", "approval_requests", "retrieval_indexes", "drift_signals")
 

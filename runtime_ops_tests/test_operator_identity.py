@@ -19,8 +19,8 @@ from runtime_ops.cli import main as cli
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops_tests.approvals_support import FakeClock, open_pending, operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, serving_v1
+from runtime_ops_tests.support.approvals_support import FakeClock, open_pending, operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, serving_v1
 
 
 def _key_file(tmp_path: Path, key: str) -> str:
@@ -146,7 +146,7 @@ def test_a_sensor_launched_candidate_has_the_system_as_requester(
     env: Any, postgres_url: str, dagster_instance: Any, tmp_path: Path
 ) -> None:
     """Growth retrains on the policy: nobody asked, so nobody is excluded, whatever tag a run carries."""
-    from runtime_ops_tests.flow import pending_candidate
+    from runtime_ops_tests.support.flow import pending_candidate
 
     landing = tmp_path / "landing"
     env(database_url=postgres_url, landing=str(landing), **NEEDS_A_HUMAN)

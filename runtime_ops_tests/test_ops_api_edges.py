@@ -17,8 +17,8 @@ from runtime_ops.approvals import links
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops_tests.approvals_support import FakeClock, open_pending
-from runtime_ops_tests.slack_signing import interaction_body, sign
+from runtime_ops_tests.support.approvals_support import FakeClock, open_pending
+from runtime_ops_tests.support.slack_signing import interaction_body, sign
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import pytest
 
 from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.store import open_store
-from runtime_ops_tests.servers import free_port, wait_until
+from runtime_ops_tests.support.servers import free_port, wait_until
 
 TOKEN = "alert-token"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
-from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
+from runtime_ops_tests.support.flow import Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline, write_own_corpus
 
 
 def _metadata(result, asset: str) -> dict:  # type: ignore[no-untyped-def]

@@ -19,8 +19,8 @@ from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.locks.factory import locker_for
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ApiServer, operator_cli
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
+from runtime_ops_tests.support.flow import Flow
 
 # alpha serves the data and text docs, beta the files and net docs: disjoint corpora and golden sets.
 CORPORA = {"alpha": ("data", "text"), "beta": ("files", "net")}

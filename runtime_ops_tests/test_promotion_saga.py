@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from runtime_ops.cli import main as cli
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
-from runtime_ops_tests.recovery_report import report_recovery
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.recovery_report import report_recovery
 
 
 def _registry(store) -> dict:  # type: ignore[no-untyped-def]

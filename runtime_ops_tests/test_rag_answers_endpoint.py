@@ -7,8 +7,8 @@ import shutil
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.fault_server import FaultServer, ok, status
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.fault_server import FaultServer, ok, status
+from runtime_ops_tests.support.flow import Flow
 
 
 def test_answers_come_from_the_endpoint_and_fall_back_when_it_fails(env, postgres_url, dagster_instance, tmp_path):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from markdown_it import MarkdownIt
 
-from runtime_ops_tests.flow import serving_v1
-from runtime_ops_tests.rendered import shown
+from runtime_ops_tests.support.flow import serving_v1
+from runtime_ops_tests.support.rendered import shown
 
 KEY = "notes/quokka.md"
 COMMAND = 'echo \'{"quokka":"export"}\' | python -m json.tool'

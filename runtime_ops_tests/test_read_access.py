@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from runtime_ops.api.app import create_app
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ready
+from runtime_ops_tests.support.approvals_support import ready
 
 # Route -> the scope its key needs.
 KEYED = {

@@ -7,7 +7,7 @@ import shutil
 import dagster as dg
 
 from runtime_ops.demo import CORPUS_DIR
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.flow import Flow
 
 
 def test_promotion_triggers_regression_evaluation(env, postgres_url, dagster_instance, tmp_path) -> None:

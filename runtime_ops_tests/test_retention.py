@@ -13,9 +13,9 @@ from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.artifacts import ArtifactCollected
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
-from runtime_ops_tests.own_corpus import declare_pipeline, write_own_corpus
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline, write_own_corpus
 
 PIPELINE = "acme"
 

@@ -17,10 +17,10 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from runtime_ops_tests.approvals_support import operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
-from runtime_ops_tests.recovery_report import report_recovery
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.support.approvals_support import operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.recovery_report import report_recovery
+from runtime_ops_tests.support.topology import wait_for
 
 APPROVAL_TAG = "runtime_ops/approval_id"
 # Saga step -> its failpoint, and the steps the journal shows done while the worker waits there.

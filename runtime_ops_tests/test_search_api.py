@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from runtime_ops.settings import get_settings
-from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.flow import Flow, serving_v1
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.flow import Flow, serving_v1
 
 HOOK = "search-test-webhook-secret"
 KEY = "news/probe.md"

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from runtime_ops.settings import get_settings
-from runtime_ops_tests.approvals_support import ApiServer, operator_cli
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 
 QUERY = "json dumps indent sort_keys"
 CLIENTS = 4

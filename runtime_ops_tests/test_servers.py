@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from runtime_ops_tests import servers
+from runtime_ops_tests.support import servers
 
 
 def test_free_port_is_bindable() -> None:

@@ -34,7 +34,7 @@ from runtime_ops.serving.index_alias import move_retrieval_index
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, UnfencedWrite, open_store
 from runtime_ops.vectors.base import VectorStore
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.flow import Flow
 
 CHUNKS = 300
 HANDOVER_S = 120.0  # bound on each wait between the two threads (a hang fails the test instead of blocking it)

@@ -24,7 +24,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, StateStore, open_store
 from runtime_ops.vectors.base import VectorStore
 from runtime_ops.vectors.factory import pipeline_vector_store
-from runtime_ops_tests.own_corpus import declare_pipeline
+from runtime_ops_tests.support.own_corpus import declare_pipeline
 
 TOPICS = ("quokka tracker export", "json pretty printing", "csv dialect sniffing", "sqlite cursor commits")
 

@@ -28,8 +28,8 @@ from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, inco
 from runtime_ops.store import open_store
 from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
-from runtime_ops_tests.fencing import set_fenced
-from runtime_ops_tests.topology import process_tree, wait_for
+from runtime_ops_tests.support.fencing import set_fenced
+from runtime_ops_tests.support.topology import process_tree, wait_for
 
 SHARDS = 8
 CHUNKS = SHARDS * 2600  # three pages of EMBED_BATCH per shard

@@ -21,8 +21,8 @@ from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.base import IndexName, VectorStore
 from runtime_ops.vectors.factory import open_vector_store
-from runtime_ops_tests.fencing import set_fenced
-from runtime_ops_tests.seeded_corpora import CorpusTemplates
+from runtime_ops_tests.support.fencing import set_fenced
+from runtime_ops_tests.support.seeded_corpora import CorpusTemplates
 
 CHUNKS = 2500
 SHARDS = 4

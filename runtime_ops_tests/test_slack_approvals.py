@@ -21,10 +21,10 @@ from runtime_ops.policies.approvals import Tier
 from runtime_ops.resources.state import ApprovalsResource
 from runtime_ops.settings import Settings, load_settings
 from runtime_ops.store import StateStore, open_store
-from runtime_ops_tests.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
-from runtime_ops_tests.servers import free_port
-from runtime_ops_tests.slack_server import SlackServer
-from runtime_ops_tests.slack_signing import interaction_body, sign
+from runtime_ops_tests.support.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
+from runtime_ops_tests.support.servers import free_port
+from runtime_ops_tests.support.slack_server import SlackServer
+from runtime_ops_tests.support.slack_signing import interaction_body, sign
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 CHANNEL = "C0APPROVALS"

@@ -18,8 +18,8 @@ from runtime_ops.approvals.announce import Announcer, next_step
 from runtime_ops.approvals.slack.blocks import RequestView, request_blocks, request_text
 from runtime_ops.approvals.slack.client import SlackError, SlackNotifier, slack_client
 from runtime_ops.approvals.slack.interactions import Interaction, MalformedInteraction, parse_interaction
-from runtime_ops_tests.slack_server import SlackServer, block_limit_violations
-from runtime_ops_tests.slack_signing import encode_payload, interaction_body, interaction_payload, sign
+from runtime_ops_tests.support.slack_server import SlackServer, block_limit_violations
+from runtime_ops_tests.support.slack_signing import encode_payload, interaction_body, interaction_payload, sign
 
 TOKEN = "xoxb-1234-5678-runtimeopstesttoken"
 CHANNEL = "C0APPROVALS"

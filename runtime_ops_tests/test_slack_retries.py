@@ -7,7 +7,7 @@ import time
 import pytest
 
 from runtime_ops.approvals.slack.client import SlackError, SlackNotifier, slack_client
-from runtime_ops_tests.slack_server import SlackServer
+from runtime_ops_tests.support.slack_server import SlackServer
 
 
 def test_server_errors_and_rate_limits_are_retried_other_errors_are_not() -> None:

@@ -21,8 +21,8 @@ from runtime_ops.api.app import create_app
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store.integrity import StateDamaged
-from runtime_ops_tests.approvals_support import operator_cli, ready
-from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.support.approvals_support import operator_cli, ready
+from runtime_ops_tests.support.servers import free_port
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -119,7 +119,7 @@ def test_a_damaged_state_file_stops_the_cli_the_api_and_readyz_naming_file_and_f
 def test_a_backup_taken_while_writers_run_restores_with_the_latest_promotion(
     env: Any, dagster_instance: Any, tmp_path: Path
 ) -> None:
-    from runtime_ops_tests.flow import NEEDS_A_HUMAN, pending_candidate
+    from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 
     landing = tmp_path / "landing"
     env(landing=str(landing), **NEEDS_A_HUMAN)

@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.flow import Flow
 
 SLOW_OPS = 200_000  # text operators in one content stream: pypdf needs ~10 s to extract them here
 

@@ -25,7 +25,7 @@ from runtime_ops.store import (
 )
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, head_revision, upgrade
-from runtime_ops_tests.fencing import set_fenced
+from runtime_ops_tests.support.fencing import set_fenced
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,11 +25,11 @@ import httpx
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.flow import NEEDS_A_HUMAN, Flow
-from runtime_ops_tests.servers import free_port
-from runtime_ops_tests.slack_server import SlackServer
-from runtime_ops_tests.slack_signing import interaction_body, sign
-from runtime_ops_tests.topology import Topology, wait_for
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow
+from runtime_ops_tests.support.servers import free_port
+from runtime_ops_tests.support.slack_server import SlackServer
+from runtime_ops_tests.support.slack_signing import interaction_body, sign
+from runtime_ops_tests.support.topology import Topology, wait_for
 
 SECRET = "e2e-signing-secret-0123456789abcdef"
 CHANNEL = "C0E2E"

@@ -19,8 +19,8 @@ from runtime_ops.http import Backoff
 from runtime_ops.landing import ObjectGone, open_landing
 from runtime_ops.observability import tracing
 from runtime_ops.serving.endpoint import ChatEndpoint
-from runtime_ops_tests.fault_server import FaultServer, ok, status
-from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.support.fault_server import FaultServer, ok, status
+from runtime_ops_tests.support.servers import free_port
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import httpx
 
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
-from runtime_ops_tests.approvals_support import ApiServer
-from runtime_ops_tests.flow import Flow
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.flow import Flow
 
 SECRET = "hook-secret"
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime_ops_tests.servers import PostgresServer, unique_name
+from runtime_ops_tests.support.servers import PostgresServer, unique_name
 
 
 @dataclass(frozen=True)

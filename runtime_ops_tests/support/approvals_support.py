@@ -14,7 +14,7 @@ import httpx
 
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
-from runtime_ops_tests.servers import free_port
+from runtime_ops_tests.support.servers import free_port
 
 
 @dataclass

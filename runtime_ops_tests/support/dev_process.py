@@ -20,8 +20,8 @@ import dagster as dg
 import httpx
 import psutil
 
-from runtime_ops_tests.servers import free_port
-from runtime_ops_tests.topology import wait_for
+from runtime_ops_tests.support.servers import free_port
+from runtime_ops_tests.support.topology import wait_for
 
 
 def session_processes(sid: int) -> list[psutil.Process]:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from runtime_ops_tests.fault_server import Behaviour, FaultServer, ok, reset, slow, status, truncated
+from runtime_ops_tests.support.fault_server import Behaviour, FaultServer, ok, reset, slow, status, truncated
 
 __all__ = [
     "EmbeddingsServer",

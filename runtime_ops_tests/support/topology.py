@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime_ops_tests.servers import HOST, PostgresServer, free_port, unique_name
+from runtime_ops_tests.support.servers import HOST, PostgresServer, free_port, unique_name
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 LOCATION = "runtime_ops"
 
