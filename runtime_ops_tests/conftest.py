@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 
 from runtime_ops_tests.support import servers
-from runtime_ops_tests.support.seeded_corpora import CorpusTemplates
-from runtime_ops_tests.support.topology import Topology
 
 # The slowest files (minutes of waiting on subprocesses) are handed out first, longest first, so that under
 # pytest-xdist (`make test`) no worker is left running one of them alone at the end while the other idles. The rest
@@ -98,13 +96,6 @@ def pgvector_url(pgvector_server: servers.PostgresServer) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def corpus_templates(tmp_path_factory: pytest.TempPathFactory) -> CorpusTemplates:
-    """Synthetic corpora with trained lsa models, built once per session: `.postgres(server, chunks, seeds)` (a
-    context manager) and `.sqlite(path, chunks, seeds)` give a test its own copy (seeded_corpora.py)."""
-    return CorpusTemplates(tmp_path_factory.mktemp("corpora"))
-
-
-@pytest.fixture(scope="session")
 def _dagster_template(postgres_server: servers.PostgresServer) -> str:
     return servers.dagster_postgres_template(postgres_server)
 
@@ -168,21 +159,6 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     yield functools.partial(servers.runtime_ops_env, monkeypatch, tmp_path)
     get_settings.cache_clear()
-
-
-@pytest.fixture
-def topology(postgres_server, _dagster_template, tmp_path):  # type: ignore[no-untyped-def]
-    """`topology(**env)` -> a Topology (nothing started yet) on the session PostgreSQL; stopped afterwards."""
-    made: list[Topology] = []
-
-    def make(**env: str | None) -> Topology:
-        topo = Topology.create(postgres_server, tmp_path / f"topology{len(made)}", template=_dagster_template, env=env)
-        made.append(topo)
-        return topo
-
-    yield make
-    for topo in made:
-        topo.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -23,7 +23,7 @@ from runtime_ops_tests.support.chromium import chromium
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 from runtime_ops_tests.support.topology import wait_for
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 UPDATE_DOCS = os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1"
 ASSETS = (
     "raw_documents",

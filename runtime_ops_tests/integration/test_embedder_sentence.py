@@ -99,7 +99,7 @@ def test_importing_the_module_loads_neither_torch_nor_sentence_transformers() ->
         "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_offline_load_and_embed_made_no_network_connection(loaded: Loaded) -> None:

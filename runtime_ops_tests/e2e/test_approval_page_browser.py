@@ -34,7 +34,7 @@ from runtime_ops_tests.support.servers import free_port
 
 VIEWPORT: ViewportSize = {"width": 1000, "height": 900}
 # The README's screenshot is refreshed only on request (RUNTIME_OPS_UPDATE_DOCS=1), so tests leave the tree clean.
-DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "approval-page.png"
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "approval-page.png"
 # Read at import: the tests' settings fixtures clear RUNTIME_OPS_* variables before a test runs.
 UPDATE_DOCS = os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1"
 

@@ -31,7 +31,7 @@ from runtime_ops.store import AliasConflict, StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops_tests.support import servers
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass

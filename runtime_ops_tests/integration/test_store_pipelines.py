@@ -27,7 +27,7 @@ from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, head_revision, upgrade
 from runtime_ops_tests.support.fencing import set_fenced
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runtime_ops_tests.test_cli_errors import PASSWORD, cli, one_line_error
+from runtime_ops_tests.e2e.test_cli_errors import PASSWORD, cli, one_line_error
 
 PIPELINE = """\
 type: runtime_ops.components.RetrievalPipeline

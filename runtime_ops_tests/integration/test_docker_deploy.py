@@ -32,7 +32,7 @@ import yaml
 
 from runtime_ops_tests.support.servers import require_binary
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yaml"
 PROMETHEUS = DOCKER / "prometheus"

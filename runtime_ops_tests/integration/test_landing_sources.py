@@ -408,7 +408,7 @@ def test_module_import_is_light_and_s3_client_is_lazy():
         "heavy = [m for m in ('boto3', 'botocore', 'dagster', 'dagster_aws') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_open_landing_local_creates_root_and_rejects_bad_uris(tmp_path: Path):

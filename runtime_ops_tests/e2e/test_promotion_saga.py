@@ -61,7 +61,7 @@ def test_a_crash_between_steps_is_finished_or_compensated_by_the_next_run(approv
     crashed = subprocess.run(
         [sys.executable, "-m", "runtime_ops.cli", "promote", "--approval", pending["id"]],
         env={**os.environ, "RUNTIME_OPS_FAILPOINTS": "promotion.index=crash"},
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         timeout=120,

@@ -23,7 +23,7 @@ from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 from runtime_ops_tests.support.servers import require_binary
 from runtime_ops_tests.support.topology import wait_for
 
-PROMETHEUS = Path(__file__).resolve().parents[1] / "docker" / "prometheus"
+PROMETHEUS = Path(__file__).resolve().parents[2] / "docker" / "prometheus"
 FAMILIES = ("runtime_ops_step_failure_total", "runtime_ops_step_success_total", "runtime_ops_runs_total")
 QUIET_ALERTS = ("RuntimeOpsStepFailureRateHigh", "RuntimeOpsRunsFailing")
 

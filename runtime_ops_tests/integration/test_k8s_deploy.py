@@ -12,7 +12,8 @@
   retries, run monitoring), and the PrometheusRule's groups are docker/prometheus/rules.yml's.
 - The schema checks are shown to reject broken copies (a misspelt field, a wrong type, an unknown chart key).
 
-The PrometheusRule is generated from rules.yml: `python -m runtime_ops_tests.test_k8s_deploy --write-prometheusrule`.
+The PrometheusRule is generated from rules.yml:
+`python -m runtime_ops_tests.integration.test_k8s_deploy --write-prometheusrule`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 SCHEMAS = K8S / "schemas"
 DOCKER = ROOT / "docker"
@@ -756,7 +757,7 @@ _LiteralDumper.add_representer(str, _str_representer)
 
 PROMETHEUS_RULE_HEADER = """\
 # Generated from docker/prometheus/rules.yml (do not edit; the test checks the groups are identical):
-#   python -m runtime_ops_tests.test_k8s_deploy --write-prometheusrule
+#   python -m runtime_ops_tests.integration.test_k8s_deploy --write-prometheusrule
 # Your Prometheus' ruleSelector must match these labels (kube-prometheus-stack selects `release: <its release>`).
 """
 
@@ -775,7 +776,7 @@ def render_prometheus_rule() -> str:
 def test_prometheus_rule_groups_are_rules_yml() -> None:
     rule = _by_kind("PrometheusRule")
     assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"], (
-        "deploy/k8s/prometheusrule.yaml is out of date: python -m runtime_ops_tests.test_k8s_deploy "
+        "deploy/k8s/prometheusrule.yaml is out of date: python -m runtime_ops_tests.integration.test_k8s_deploy "
         "--write-prometheusrule"
     )
     assert yaml.safe_load(render_prometheus_rule()) == rule
@@ -810,7 +811,7 @@ def test_readme_applies_every_file_at_the_checked_versions() -> None:
         assert f"deploy/k8s/{path.name}" in section, f"README's Kubernetes steps never apply {path.name}"
     for name in ("dagster-postgresql-secret", "runtime-ops-secrets", "runtime-ops-prometheus"):
         assert name in section, f"README does not create the Secret {name}"
-    assert "runtime_ops_tests/test_k8s_deploy.py" in section
+    assert "test_k8s_deploy.py" in section  # by name: the README's path to it follows the test tiers
     # The ops API mounts the instance ConfigMap of exactly that release.
     volumes = _pod_spec(_by_kind("Deployment"))["volumes"]
     assert {"name": "dagster-instance", "configMap": {"name": f"{HELM_RELEASE}-instance"}} in volumes
@@ -821,7 +822,7 @@ def _main(argv: list[str]) -> Iterator[str]:
         (K8S / "prometheusrule.yaml").write_text(render_prometheus_rule())
         yield f"wrote {K8S / 'prometheusrule.yaml'}"
     else:
-        yield "usage: python -m runtime_ops_tests.test_k8s_deploy --write-prometheusrule"
+        yield "usage: python -m runtime_ops_tests.integration.test_k8s_deploy --write-prometheusrule"
 
 
 if __name__ == "__main__":

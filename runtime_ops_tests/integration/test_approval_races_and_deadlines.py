@@ -12,8 +12,8 @@ from sqlalchemy import text
 
 from runtime_ops import clock
 from runtime_ops.cli import main as cli
+from runtime_ops_tests.integration.test_slack_approvals import World, world  # noqa: F401 - the fixture
 from runtime_ops_tests.support.flow import Flow
-from runtime_ops_tests.test_slack_approvals import World, world  # noqa: F401 - the fixture
 
 FIFTY = ",".join(f"U{i:02d}" for i in range(1, 51))
 

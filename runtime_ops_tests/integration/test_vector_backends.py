@@ -253,7 +253,7 @@ def test_a_writer_killed_mid_upsert_leaves_all_or_nothing_and_the_retry_finishes
             [sys.executable, "-c", _WRITER, store_url, str(first), str(n), str(DIM)],
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         )
         assert child.stdout is not None and child.stdout.readline().strip() == "writing"
         time.sleep(delay)  # inside the upsert call
