@@ -23,6 +23,8 @@ from runtime_ops_tests.support.chromium import chromium
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 from runtime_ops_tests.support.topology import wait_for
 
+pytestmark = pytest.mark.slow(seconds=68)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 UPDATE_DOCS = os.environ.get("RUNTIME_OPS_UPDATE_DOCS") == "1"
 ASSETS = (

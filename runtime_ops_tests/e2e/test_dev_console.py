@@ -16,9 +16,12 @@ from typing import Any
 import dagster as dg
 import httpx
 import psutil
+import pytest
 
 from runtime_ops_tests.support.dev_process import Dev, session_processes
 from runtime_ops_tests.support.topology import wait_for
+
+pytestmark = pytest.mark.slow(seconds=50)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
 # What a newcomer would have to learn to ignore: a Python warning (`BetaWarning: ...`, `SupersessionWarning: ...`
 # or its `warnings.warn(` source line), Dagster's notice that a dagster.yaml in the working directory is not

@@ -29,6 +29,8 @@ from runtime_ops_tests.support.flow import NEEDS_A_HUMAN
 from runtime_ops_tests.support.recovery_report import report_recovery
 from runtime_ops_tests.support.topology import wait_for
 
+pytestmark = pytest.mark.slow(seconds=228)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 EMBEDDINGS = dg.AssetKey(["demo", "document_embeddings"])
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 

@@ -35,6 +35,8 @@ from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, pending_candidat
 from runtime_ops_tests.support.recovery_report import report_recovery
 from runtime_ops_tests.support.topology import REPO_ROOT, Topology, wait_for
 
+pytestmark = pytest.mark.slow(seconds=199)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 # Each committed batch of 256 embeddings pauses in the deployment's processes (not in this one), so a fault
 # lands between two batches of a run rather than after it.

@@ -15,6 +15,8 @@ from runtime_ops_tests.support.approvals_support import operator_cli
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 from runtime_ops_tests.support.recovery_report import report_recovery
 
+pytestmark = pytest.mark.slow(seconds=98)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 
 def _registry(store) -> dict:  # type: ignore[no-untyped-def]
     return {name: store.registry.alias(name) for name in ("production", "retrieval_index", "candidate")}

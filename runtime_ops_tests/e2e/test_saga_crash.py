@@ -22,6 +22,8 @@ from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 from runtime_ops_tests.support.recovery_report import report_recovery
 from runtime_ops_tests.support.topology import wait_for
 
+pytestmark = pytest.mark.slow(seconds=180)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 APPROVAL_TAG = "runtime_ops/approval_id"
 # Saga step -> its failpoint, and the steps the journal shows done while the worker waits there.
 STEPS = {

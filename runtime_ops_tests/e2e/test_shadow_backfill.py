@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from bench._synth import make_production, seed_corpus
 from runtime_ops.serving.vector_index import IndexIncomplete, ensure_index, incomplete_backfill
@@ -30,6 +31,8 @@ from runtime_ops.store.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.support.fencing import set_fenced
 from runtime_ops_tests.support.topology import process_tree, wait_for
+
+pytestmark = pytest.mark.slow(seconds=139)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
 SHARDS = 8
 CHUNKS = SHARDS * 2600  # three pages of EMBED_BATCH per shard

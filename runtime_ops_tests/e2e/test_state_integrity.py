@@ -24,6 +24,8 @@ from runtime_ops.store.integrity import StateDamaged
 from runtime_ops_tests.support.approvals_support import operator_cli, ready
 from runtime_ops_tests.support.servers import free_port
 
+pytestmark = pytest.mark.slow(seconds=67)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     """`runtime-ops ...` in a process of its own, as an operator runs it (this process's checks are cached)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
@@ -30,6 +31,8 @@ from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.slack_server import SlackServer
 from runtime_ops_tests.support.slack_signing import interaction_body, sign
 from runtime_ops_tests.support.topology import Topology, wait_for
+
+pytestmark = pytest.mark.slow(seconds=88)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
 SECRET = "e2e-signing-secret-0123456789abcdef"
 CHANNEL = "C0E2E"

@@ -26,6 +26,8 @@ from runtime_ops_tests.support.fencing import remove_fenced, set_fenced
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.support.servers import free_port
 
+pytestmark = pytest.mark.slow(seconds=68)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 AMTOOL = "/usr/bin/amtool"
 PACKAGE_HINT = (

@@ -15,6 +15,8 @@ from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store.embeddings import Shard
 
+pytestmark = pytest.mark.slow(seconds=61)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 CHUNKS = EMBED_BATCH * 5 + 37  # six pages, the last one short
 
 

@@ -15,6 +15,8 @@ from runtime_ops.store import open_store
 from runtime_ops_tests.support.approvals_support import operator_cli
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, land_files
 
+pytestmark = pytest.mark.slow(seconds=40)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 
 @pytest.fixture
 def corpus_halves() -> tuple[list[Path], list[Path]]:

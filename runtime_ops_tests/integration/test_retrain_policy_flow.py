@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.models.sensors import RETRAIN_TRIGGER_TAG, request_retrain
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.support.flow import Flow, land_files
+
+pytestmark = pytest.mark.slow(seconds=99)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
 # Words the demo corpus (Python's standard library documentation) does not use: a batch the model cannot place.
 # Nouns the documentation corpus never uses: a function word or "note" would pull the batch's mean vector back

@@ -15,6 +15,8 @@ from runtime_ops.settings import get_settings
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import Flow, serving_v1
 
+pytestmark = pytest.mark.slow(seconds=118)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 HOOK = "search-test-webhook-secret"
 KEY = "news/probe.md"
 PROBE = "The sqlite3 cursor executemany call commits each transaction."

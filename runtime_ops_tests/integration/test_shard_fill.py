@@ -24,6 +24,8 @@ from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.support.fencing import set_fenced
 from runtime_ops_tests.support.seeded_corpora import CorpusTemplates
 
+pytestmark = pytest.mark.slow(seconds=43)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+
 CHUNKS = 2500
 SHARDS = 4
 
