@@ -4,7 +4,11 @@
 #   make test      install + test tools and the servers' system packages (postgresql, redis-server, chromium,
 #                  prometheus-alertmanager, ...), then ruff (lint + format check), basedpyright, the import
 #                  contracts and pytest on PYTEST_WORKERS workers (real PostgreSQL / Redis / moto servers,
-#                  started by each worker's test session)
+#                  started by each worker's test session); the summary ends with each tier's tests and time
+#   make test-unit, make test-integration, make test-e2e
+#                  one tier of runtime_ops_tests/ (no lint): unit/ (pure logic), integration/ (real servers,
+#                  driven in-process), e2e/ (whole processes: dev, serve, the Dagster topology, browsers);
+#                  PYTEST_ARGS adds pytest arguments, e.g. make test-e2e PYTEST_ARGS="-k dev_console -x"
 #   make lint      ruff, ruff format --check, basedpyright, lint-imports
 #   make lock      regenerate requirements.lock, requirements-dev.lock and requirements-test.lock from pyproject.toml
 #   make bench     benchmarks (python -m bench)
@@ -48,7 +52,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 #   make test TORCH_WHEELS="--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match"
 TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),--find-links /opt/wheels,)
 
-.PHONY: install dev-install test-install system-packages uv test lint lock bench dev clean
+.PHONY: install dev-install test-install system-packages uv test test-unit test-integration test-e2e lint lock bench dev clean
 
 install: $(STAMP)
 
@@ -126,8 +130,15 @@ lint: test-install
 	$(VENV)/bin/basedpyright
 	$(VENV)/bin/lint-imports
 
+# Files marked pytest.mark.slow(seconds=...) start first, longest first (runtime_ops_tests/conftest.py); the summary's
+# "time per tier" section gives each tier's tests, outcomes and summed test time, and the run's wall time.
+PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
 test: lint
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-unit test-integration test-e2e: test-%: test-install
+	$(PYTEST) runtime_ops_tests/$* $(PYTEST_ARGS)
 
 bench: test-install
 	@if [ -d bench ]; then $(PY) -m bench; else echo "no bench/ yet: nothing to run"; fi

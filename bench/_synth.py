@@ -174,7 +174,7 @@ def make_production(
     from runtime_ops.serving.indexing import embed_missing
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
-    from runtime_ops_tests.fencing import set_fenced
+    from runtime_ops_tests.support.fencing import set_fenced
 
     spec = get_spec(pipeline)
     store = open_store(url, get_settings(), pipeline=pipeline)
@@ -224,7 +224,7 @@ def make_pretrained_production(
     from runtime_ops.embedders.registry import _sentence_model  # pyright: ignore[reportPrivateUsage]  # one instance per process
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
-    from runtime_ops_tests.fencing import set_fenced
+    from runtime_ops_tests.support.fencing import set_fenced
 
     store = open_store(url, get_settings(), pipeline=pipeline)
     embedder = _sentence_model(model, 64)

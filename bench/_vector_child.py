@@ -45,7 +45,7 @@ def setup(state_url: str, vector_url: str, n: int) -> dict[str, Any]:
     from runtime_ops.store import open_store
     from runtime_ops.vectors.base import IndexName
     from runtime_ops.vectors.factory import open_vector_store
-    from runtime_ops_tests.fencing import set_fenced
+    from runtime_ops_tests.support.fencing import set_fenced
 
     t0 = time.perf_counter()
     text = min(n, TEXT_MAX)
@@ -262,7 +262,7 @@ def _api_client(store: Any) -> Iterator[Callable[[str], float]]:
 
     from runtime_ops.api.app import create_app
     from runtime_ops.settings import get_settings
-    from runtime_ops_tests.servers import free_port
+    from runtime_ops_tests.support.servers import free_port
 
     key = store.api_keys.create("bench", ["search"]).key
     port = free_port()

@@ -67,7 +67,7 @@ def _prepare(database_url: str, n_clicks: int) -> tuple[list[str], list[str], st
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.store import schema as t
-    from runtime_ops_tests.approvals_support import open_pending
+    from runtime_ops_tests.support.approvals_support import open_pending
 
     store = open_store(database_url, get_settings())
     approvers = [_user(i) for i in range(math.ceil(n_clicks / PENDING_REQUESTS) + 1)]
@@ -93,7 +93,7 @@ def _prepare(database_url: str, n_clicks: int) -> tuple[list[str], list[str], st
 
 def _bodies(request_ids: list[str], n: int) -> list[bytes]:
     """n distinct approve clicks: click i is on request i mod R by a user who has not voted on it yet."""
-    from runtime_ops_tests.slack_signing import interaction_body
+    from runtime_ops_tests.support.slack_signing import interaction_body
 
     base = time.time()
     bodies = []
@@ -115,7 +115,7 @@ def _bodies(request_ids: list[str], n: int) -> list[bytes]:
 
 def _signed(body: bytes) -> dict[str, str]:
     """Slack's headers, signed now: the ops API refuses timestamps older than 5 minutes."""
-    from runtime_ops_tests.slack_signing import signed_headers
+    from runtime_ops_tests.support.slack_signing import signed_headers
 
     return signed_headers(SIGNING_SECRET, body)
 
@@ -181,7 +181,7 @@ def _measure(server: UvicornServer, path: str, bodies: list[bytes]) -> LoadStats
 
 @benchmark("approvals", "signed Slack interactions vs a bare one-INSERT FastAPI endpoint, same PostgreSQL")
 def signed_interaction() -> list[BenchResult]:
-    from runtime_ops_tests.servers import PostgresServer
+    from runtime_ops_tests.support.servers import PostgresServer
 
     n_clicks = ROUNDS * (WARMUP + MEASURED)
     load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

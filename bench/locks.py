@@ -184,7 +184,7 @@ def _sqlite(tmp: str) -> tuple[float, float, dict[str, Any]]:
 @benchmark("locks", "lock acquire+release: RedisLocker vs its raw round trips and redis-py Lock; StoreLocker on SQLite")
 def locks_throughput() -> list[BenchResult]:
     from runtime_ops.locks.redis_lock import RedisLocker
-    from runtime_ops_tests.servers import RedisServer
+    from runtime_ops_tests.support.servers import RedisServer
 
     server = RedisServer()
     locker: Any = None

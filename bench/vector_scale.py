@@ -81,7 +81,7 @@ def _measure(backend: str, n: int, pg: Any) -> dict[str, Any]:
 def vector_scale() -> list[BenchResult]:
     pg = None
     if "pgvector" in BACKENDS:
-        from runtime_ops_tests.servers import PostgresServer, find_pgvector_bindir
+        from runtime_ops_tests.support.servers import PostgresServer, find_pgvector_bindir
 
         # Sized as a server holding a 1M x 128 HNSW index should be (README: Pick a vector store): with the
         # default 128 MB of shared buffers every search reads most of its graph pages through the OS cache.

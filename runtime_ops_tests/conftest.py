@@ -1,5 +1,5 @@
 """Shared fixtures. Real servers (PostgreSQL, Redis, moto) start lazily, once per session, on free ports
-of 127.0.0.1, and are stopped at session end; the helpers live in `runtime_ops_tests/servers.py`.
+of 127.0.0.1, and are stopped at session end; the helpers live in `runtime_ops_tests/support/servers.py`.
 A missing server binary fails the tests that need it, naming the package to install: it never skips."""
 
 from __future__ import annotations
@@ -11,30 +11,8 @@ from typing import Any
 
 import pytest
 
-from runtime_ops_tests import servers
-from runtime_ops_tests.seeded_corpora import CorpusTemplates
-from runtime_ops_tests.topology import Topology
-
-# The slowest files (minutes of waiting on subprocesses) are handed out first, longest first, so that under
-# pytest-xdist (`make test`) no worker is left running one of them alone at the end while the other idles. The rest
-# keep their order (unit tests, the quickest, last). Seconds each took alone on 2 cores, Dec 2026, in the comments.
-_SLOW_FIRST = (
-    "test_dev_crash_recovery.py",  # 228
-    "test_faults.py",  # 199
-    "test_saga_crash.py",  # 180
-    "test_shadow_backfill.py",  # 139
-    "test_search_api.py",  # 118
-    "test_retrain_policy_flow.py",  # 99
-    "test_promotion_saga.py",  # 98
-    "test_topology_e2e.py",  # 88
-    "test_alerts.py",  # 68
-    "test_dagster_ui_browser.py",  # 68
-    "test_state_integrity.py",  # 67
-    "test_embed_pass.py",  # 61
-    "test_dev_console.py",  # 50
-    "test_shard_fill.py",  # 43
-    "test_lifecycle.py",  # 40
-)
+from runtime_ops_tests.support import servers
+from runtime_ops_tests.support.tier_report import TierReport
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,11 +20,28 @@ def pytest_configure(config: pytest.Config) -> None:
     # files, which hold one test each, would start last. Since 3.8 (--no-loadscope-reorder) it can keep ours instead.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    # Tests, outcomes and summed time per tier, and the run's wall time, at the end of the summary.
+    config.pluginmanager.register(TierReport(config), "runtime_ops_tier_report")
+
+
+# Files marked `pytest.mark.slow(seconds=...)` (minutes of waiting on subprocesses; seconds each took alone on 2
+# cores) are handed out first, longest first, so that under pytest-xdist (`make test`, `--dist loadfile`) no worker
+# is left running one of them alone at the end while the other idles. The rest keep their collection order: e2e/,
+# integration/, then unit/ (the quickest) last.
+def _slow_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    if marker is None:
+        return 0.0
+    if "seconds" not in marker.kwargs:
+        raise pytest.UsageError(f"{item.nodeid}: pytest.mark.slow needs seconds=<how long the file takes alone>")
+    return float(marker.kwargs["seconds"])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(_SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    longest: dict[Path, float] = {}  # per file, whose tests stay together: `--dist loadfile` hands out whole files
+    for item in items:
+        longest[item.path] = max(longest.get(item.path, 0.0), _slow_seconds(item))
+    items.sort(key=lambda item: -longest[item.path])
 
 
 def _session_server(factory):
@@ -95,13 +90,6 @@ def pgvector_url(pgvector_server: servers.PostgresServer) -> Iterator[str]:
     if not pgvector_server.running:
         pgvector_server.start()
     pgvector_server.drop_database(name)
-
-
-@pytest.fixture(scope="session")
-def corpus_templates(tmp_path_factory: pytest.TempPathFactory) -> CorpusTemplates:
-    """Synthetic corpora with trained lsa models, built once per session: `.postgres(server, chunks, seeds)` (a
-    context manager) and `.sqlite(path, chunks, seeds)` give a test its own copy (seeded_corpora.py)."""
-    return CorpusTemplates(tmp_path_factory.mktemp("corpora"))
 
 
 @pytest.fixture(scope="session")
@@ -170,24 +158,9 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     get_settings.cache_clear()
 
 
-@pytest.fixture
-def topology(postgres_server, _dagster_template, tmp_path):  # type: ignore[no-untyped-def]
-    """`topology(**env)` -> a Topology (nothing started yet) on the session PostgreSQL; stopped afterwards."""
-    made: list[Topology] = []
-
-    def make(**env: str | None) -> Topology:
-        topo = Topology.create(postgres_server, tmp_path / f"topology{len(made)}", template=_dagster_template, env=env)
-        made.append(topo)
-        return topo
-
-    yield make
-    for topo in made:
-        topo.stop()
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The fault tests' recovery times, gathered from every worker's reports."""
-    from runtime_ops_tests.recovery_report import summary_lines
+    from runtime_ops_tests.support.recovery_report import summary_lines
 
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
     lines = summary_lines(reports)

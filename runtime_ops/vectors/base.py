@@ -4,7 +4,7 @@ An index holds the vectors of one model version of one pipeline: a row per chunk
 Which index serves a pipeline is not the backend's business: the state store's `retrieval_index` alias names it,
 so a swap is one fenced write there, and every index stays intact until retention drops it.
 
-Promises every backend keeps (`runtime_ops_tests/test_vector_backends.py` checks them on each):
+Promises every backend keeps (`runtime_ops_tests/integration/test_vector_backends.py` checks them on each):
 - `upsert` is idempotent and atomic per call: a chunk id already present is replaced, and a call interrupted by a
   crash leaves the index as it was before the call or as after it, never half-written;
 - `delete_documents` removes every chunk of those documents (in one atomic step);

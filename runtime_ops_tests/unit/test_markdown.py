@@ -16,7 +16,7 @@ from runtime_ops.markdown import (
     table_cell,
     table_row,
 )
-from runtime_ops_tests.rendered import shown
+from runtime_ops_tests.support.rendered import shown
 
 RENDERER = MarkdownIt("commonmark").enable("table")
 
