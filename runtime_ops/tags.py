@@ -46,7 +46,7 @@ ALERT_RULE_TAG = "runtime_ops/alert_rule"
 ROLLBACK_APPROVAL_TAG = "runtime_ops/rollback_approval_id"
 
 # --- Registry alias names ------------------------------------------------------------------------------------
-# A pipeline's registry aliases (store/registry.py): which model version serves, which one was trained last,
+# A pipeline's registry aliases (store/registry/registry.py): which model version serves, which one was trained last,
 # which vector index answers queries, the question set evaluations use, and the canary a gate may set.
 PRODUCTION_ALIAS = "production"
 CANDIDATE_ALIAS = "candidate"

@@ -160,7 +160,7 @@ def test_every_relative_link_and_anchor_resolves(pages: list[Page]) -> None:
     assert not problems, _report(problems)
 
 
-# A repository path named in inline code without a link (`runtime_ops/cli/dagster.yaml`): a file of one of the
+# A repository path named in inline code without a link (`runtime_ops/store/schema.py`): a file of one of the
 # project's folders, with its extension (run tags such as `runtime_ops/pipeline` have none), or a folder (`.../`).
 NAMED_PATH = re.compile(r"(?:runtime_ops|runtime_ops_tests|bench|docker|deploy|docs)/(?:[\w.-]+/)*(?:[\w-]+\.\w+)?")
 

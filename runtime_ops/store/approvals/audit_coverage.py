@@ -29,7 +29,7 @@ from runtime_ops.store import schema as t
 
 _R, _V, _L = t.approval_requests, t.approval_votes, t.audit_log
 _U, _D, _S = t.link_uses, t.interaction_deliveries, t.sagas
-# The promotion saga of request R is `promote-R` (models/promotion.saga_id; the store cannot import models).
+# The promotion saga of request R is `promote-R` (models/promotion_saga.saga_id; the store cannot import models).
 PROMOTION_SAGA_PREFIX = "promote-"
 _LOST = "the audit log lost records (emptied, or cut short together with its heads)"
 
