@@ -21,7 +21,8 @@ DEFAULT_PIPELINE = "demo"
 
 
 class UnscopedWrite(RuntimeError):
-    """A pipeline-owned write, or a read by model version, on an unscoped store (`open_store(url, pipeline=None)`)."""
+    """A pipeline-owned write, or a read by model version, on an unscoped store
+    (`open_store(url, settings, pipeline=None)`)."""
 
 
 class Repository:

@@ -354,11 +354,12 @@ def test_locks_table_matches_its_migration(tmp_path: Path) -> None:
 _PAUSED_HOLDER = r"""
 import json, sys, time
 from runtime_ops.locks import LockLost, RedisLocker
+from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops.store import AliasConflict
 
 redis_url, db_url, ttl_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
-store = open_store(db_url, migrate=False)
+store = open_store(db_url, get_settings(), migrate=False)
 out = {}
 try:
     with RedisLocker(redis_url).hold("promotion", ttl_ms=ttl_ms, wait_s=5) as lease:
