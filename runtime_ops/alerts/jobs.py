@@ -10,11 +10,15 @@ from typing import Any
 
 import dagster as dg
 
+from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
+from runtime_ops.locks.base import LockError
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY, retry_wait
+from runtime_ops.saga.engine import CompensationFailed, SagaFailed
+from runtime_ops.serving.vector_store import pipeline_vectors
 
 RETRY_CAP_S = 30.0
 
@@ -30,10 +34,8 @@ class RollbackConfig(dg.Config):
 def rollback(
     context: dg.OpExecutionContext, config: RollbackConfig, store: Any, locker: Any, spec: PipelineSpec
 ) -> None:
+    # numpy: kept out of the code location's load
     from runtime_ops.alerts.rollback import RollbackRefused, run_rollback
-    from runtime_ops.locks.base import LockError
-    from runtime_ops.saga.engine import CompensationFailed, SagaFailed
-    from runtime_ops.serving.vector_store import pipeline_vectors
 
     try:
         outcome = run_rollback(
@@ -97,10 +99,6 @@ class ReembedConfig(dg.Config):
 
 
 def reembed(context: dg.OpExecutionContext, config: ReembedConfig, store: Any, locker: Any, spec: PipelineSpec) -> None:
-    from runtime_ops.alerts.reembed import ReembedRefused, run_reembed
-    from runtime_ops.locks.base import LockError
-    from runtime_ops.serving.vector_store import pipeline_vectors
-
     try:
         outcome = run_reembed(
             store,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from runtime_ops.labels import index_label, version_label
 from runtime_ops.locks.base import Locker
 from runtime_ops.locks.promotion import promotion_lease
+from runtime_ops.serving.index_swap import move_retrieval_index
 from runtime_ops.store import StateStore
 from runtime_ops.tags import PRODUCTION_ALIAS
 from runtime_ops.vectors.base import VectorStore
@@ -46,7 +47,7 @@ def run_reembed(
     run_id: str | None,
     log: Callable[[str], None] = lambda _: None,
 ) -> ReembedOutcome:
-    from runtime_ops.serving.index_swap import move_retrieval_index
+    # numpy: kept out of the code location's load
     from runtime_ops.serving.indexing import embed_missing
     from runtime_ops.serving.vector_index import refresh_index
 

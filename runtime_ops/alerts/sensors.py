@@ -12,12 +12,16 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops import clock
+from runtime_ops.alerts.rules import RuleFileError, load_rules
+from runtime_ops.alerts.webhook import alert_key
 from runtime_ops.approvals.requests import request_policy
+from runtime_ops.models.sensors import active_lifecycle_run
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
+from runtime_ops.settings import SettingsError
 from runtime_ops.tags import (
     ALERT_FINGERPRINT_TAG,
     ALERT_RULE_TAG,
@@ -39,9 +43,6 @@ console = logging.getLogger("runtime_ops.alerts")
 
 def check_rule_file(spec: PipelineSpec) -> None:
     """A broken rule file fails the code location at load, naming the pipeline, the file and the line."""
-    from runtime_ops.alerts.rules import RuleFileError, load_rules
-    from runtime_ops.settings import SettingsError
-
     try:
         load_rules(str(spec.alert_rules))
     except RuleFileError as exc:
@@ -191,13 +192,10 @@ class _Tick:
                 detail = f"suppressed: rule {rule.name} is cooling down ({rule.cooldown} since {last:%H:%M:%S} UTC)"
                 self.finish(alert, "suppressed", detail, now, **base)
                 return
-        from runtime_ops.alerts.webhook import alert_key
 
         key = alert_key(alert["fingerprint"], alert["starts_at"])
         values: dict[str, Any] = {**base, "run_key": key, "handled_at": now}
         if rule.action == "retrain":
-            from runtime_ops.models.sensors import active_lifecycle_run
-
             if not self.spec.retrain.on_alert:
                 detail = f"rule {rule.name}: retrains on alerts are off for this pipeline (retrain.on_alert: false)"
                 self.finish(alert, "suppressed", detail, now, **base)
@@ -225,6 +223,7 @@ class _Tick:
             self._rollback(alert, rule, values, now)
 
     def _rollback(self, alert: dict[str, Any], rule: Any, values: dict[str, Any], now: datetime) -> None:
+        # numpy: kept out of the code location's load
         from runtime_ops.alerts.rollback import RollbackRefused, plan_rollback
 
         try:
@@ -280,8 +279,6 @@ def build_alert_sensor(spec: PipelineSpec, jobs: list[Any]) -> dg.SensorDefiniti
         "pre-approved). A fingerprint whose remediation is under way launches nothing more.",
     )
     def alert_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.SensorResult | dg.SkipReason:
-        from runtime_ops.alerts.rules import load_rules
-
         store = state.store().scoped(spec.name)
         rules = load_rules(str(spec.alert_rules))  # read every tick: edits apply without a reload
         tick = _Tick(context, store, spec)

@@ -52,6 +52,7 @@ from runtime_ops.api.searchers import ServingWarmup
 from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
+from runtime_ops.components.loading import load_specs
 from runtime_ops.observability.logs import register_settings_secrets
 from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import Settings, get_settings
@@ -152,8 +153,6 @@ async def _flush_refusals(ops: OpsContext) -> None:
 def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext:
     """Open the state store and wire Slack from the settings: Slack posting needs a bot token and a channel,
     Slack interactivity a signing secret; without them approvals fall back to signed links in the log."""
-    from runtime_ops.components.loading import load_specs
-
     # The pipelines' declarations are checked before anything is served: one that would let anyone approve its
     # promotions (Slack or a public URL, no approvers) stops the API here, naming the setting.
     load_specs(settings)

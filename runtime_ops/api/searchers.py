@@ -19,9 +19,11 @@ import threading
 from fastapi import HTTPException, Request
 
 from runtime_ops.api.deps import OpsContext
+from runtime_ops.components.loading import load_specs
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.search import NoServingIndex, Searcher
 from runtime_ops.vectors.base import VectorStoreError
+from runtime_ops.vectors.factory import pipeline_vector_store
 
 log = logging.getLogger("runtime_ops.api")
 
@@ -40,8 +42,6 @@ class Searchers:
 
     def specs(self) -> dict[str, PipelineSpec]:
         if self._specs is None:
-            from runtime_ops.components.loading import load_specs
-
             self._specs = load_specs(self.ops.settings)
         return self._specs
 
@@ -56,8 +56,6 @@ class Searchers:
         with self._lock:
             found = self._by_name.get(name)
             if found is None:
-                from runtime_ops.vectors.factory import pipeline_vector_store
-
                 spec = specs[name]
                 try:
                     vectors = pipeline_vector_store(spec.vector_store)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.audit import Audit
 from runtime_ops.store.approvals.chain import Anchor, anchor_mac, key_id
@@ -186,7 +187,5 @@ def anchor_log(log: Audit, sink: AnchorSink, *, now: datetime | None = None) -> 
 
 def settings_sink() -> AnchorSink:
     """The sink RUNTIME_OPS_AUDIT_ANCHORS names (default: the append-only file in RUNTIME_OPS_HOME)."""
-    from runtime_ops.settings import get_settings
-
     settings = get_settings()
     return open_sink(settings.resolved_audit_anchors, endpoint_url=settings.aws_endpoint_url)

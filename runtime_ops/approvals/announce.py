@@ -21,9 +21,10 @@ from runtime_ops.approvals.deadlines import run_deadlines
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.requests import CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
-from runtime_ops.approvals.slack.client import SlackNotifier
+from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_text import changed_lines, interval_text
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
 from runtime_ops.tags import APPROVAL_TAG, CANARY_ALIAS
@@ -319,9 +320,6 @@ class Announcer:
 def announcer_for(resource: ApprovalsResource, store: StateStore, slack_channel: str | None) -> Announcer:
     """The announcer of one pipeline's requests: Slack when a bot token and the pipeline's channel are set,
     else signed links in the log. Secrets come from the settings at run time, never from resource config."""
-    from runtime_ops.approvals.slack.client import slack_client
-    from runtime_ops.settings import get_settings
-
     settings = get_settings()
     notifier = None
     if settings.slack_bot_token and slack_channel:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.observability import tracing
+from runtime_ops.pipeline.resolve import approval_policy
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
@@ -158,6 +159,4 @@ def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tu
 def request_policy(spec: PipelineSpec) -> RequestPolicy:
     """The approval policy new requests of this pipeline open with (a request keeps it once open); the pipeline's
     load checked that it can be satisfied."""
-    from runtime_ops.pipeline.resolve import approval_policy
-
     return approval_policy(spec.approvals)

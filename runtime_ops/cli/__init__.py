@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from runtime_ops.cli import approvals, audit, db, demo, dev, keys, serve, status
+from runtime_ops.cli.instance import applied
 from runtime_ops.errors import UserError
+from runtime_ops.observability.logs import configure_logging, log_format
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,11 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from runtime_ops.cli.instance import applied
-
         with applied(getattr(args, "instance", "uses")):
-            from runtime_ops.observability.logs import configure_logging, log_format
-
             configure_logging(fmt="console" if args.command == "dev" else log_format(), root=True)
             return int(args.func(args))
     except UserError as exc:

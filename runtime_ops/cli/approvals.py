@@ -9,9 +9,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime_ops import clock
+from runtime_ops.approvals.operators import OperatorRefused, operator
+from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
+from runtime_ops.components.loading import get_spec
+from runtime_ops.decisions.decide import decide
 from runtime_ops.errors import UserError
+from runtime_ops.locks.factory import open_locker
+from runtime_ops.models.sensors import request_retrain
+from runtime_ops.saga.engine import plan, run
 from runtime_ops.settings import get_settings
+from runtime_ops.vectors.factory import pipeline_vector_store
 
 if TYPE_CHECKING:
     from runtime_ops.store import StateStore
@@ -43,9 +52,6 @@ def _operator_key(args: argparse.Namespace) -> str | None:
 
 def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:
     """The approver id the operator's key decides as, or None (refusal printed and audited)."""
-    from runtime_ops import clock
-    from runtime_ops.approvals.operators import OperatorRefused, operator
-
     try:
         return str(operator(store, _operator_key(args), claimed=args.actor, now=clock.now()).approver)
     except OperatorRefused as exc:
@@ -63,9 +69,6 @@ def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: st
 
 
 def _decide(args: argparse.Namespace, approve: bool) -> int:
-    from runtime_ops import clock
-    from runtime_ops.decisions.decide import decide
-
     store = request_store(args.request_id)
     actor = _authenticate(store, args, request_id=args.request_id, action="approve" if approve else "reject")
     if actor is None:
@@ -94,9 +97,6 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
 def cmd_retrain(args: argparse.Namespace) -> int:
     """Ask the pipeline's corpus sensor for one retrain; the request names the authenticated operator, who then
     cannot approve the candidate it produces (four eyes)."""
-    from runtime_ops.components.loading import get_spec
-    from runtime_ops.models.sensors import request_retrain
-
     store = state_store(get_spec(args.pipeline).name)
     actor = _authenticate(store, args, request_id=None, action="retrain")
     if actor is None:
@@ -110,12 +110,8 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     """Promote the approved candidate (the same saga as production_model), or print what it would change."""
-    from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
-    from runtime_ops.components.loading import get_spec
-    from runtime_ops.locks.factory import open_locker
+    # numpy: kept out of every command's start (runtime_ops.cli imports this module)
     from runtime_ops.models import promotion_saga as p
-    from runtime_ops.saga.engine import plan, run
-    from runtime_ops.vectors.factory import pipeline_vector_store
 
     if args.approval and not args.pipeline:
         store = request_store(args.approval)

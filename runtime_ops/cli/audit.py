@@ -14,12 +14,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime_ops.approvals.anchors import AnchorsUnavailable, anchor_log, read_anchors, settings_sink
 from runtime_ops.cli.common import state_store
 from runtime_ops.settings import SettingsError, get_settings
+from runtime_ops.store.approvals.audit import Audit, settings_key
+from runtime_ops.store.approvals.chain import Anchor, key_id, newest_keyed
 
 if TYPE_CHECKING:
     from runtime_ops.approvals.anchors import AnchorSink
-    from runtime_ops.store.approvals.audit import Audit
 
 _NO_ANCHORS_HELP = "check without the anchors (a log cut short together with its heads then goes unseen)"
 
@@ -27,8 +29,6 @@ _NO_ANCHORS_HELP = "check without the anchors (a log cut short together with its
 def _key(sink: AnchorSink) -> bytes | None:
     """The audit key, never created here: without it, one line naming the fix (and the key id the newest anchor
     was taken under, when the anchors say) and None."""
-    from runtime_ops.store.approvals.audit import settings_key
-
     try:
         return settings_key(get_settings())
     except SettingsError as exc:
@@ -37,9 +37,6 @@ def _key(sink: AnchorSink) -> bytes | None:
 
 
 def _anchored_key_id(sink: AnchorSink) -> str:
-    from runtime_ops.approvals.anchors import AnchorsUnavailable
-    from runtime_ops.store.approvals.chain import newest_keyed
-
     try:
         newest = newest_keyed(sink.read())
     except AnchorsUnavailable:
@@ -48,15 +45,10 @@ def _anchored_key_id(sink: AnchorSink) -> str:
 
 
 def _log(key: bytes) -> Audit:
-    from runtime_ops.store.approvals.audit import Audit
-
     return Audit(state_store().engine, None, key=lambda: key)
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
-    from runtime_ops.approvals.anchors import AnchorsUnavailable, read_anchors, settings_sink
-    from runtime_ops.store.approvals.chain import Anchor, key_id
-
     sink = settings_sink()
     key = _key(sink)
     if key is None:
@@ -89,8 +81,6 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_anchor(_: argparse.Namespace) -> int:
-    from runtime_ops.approvals.anchors import AnchorsUnavailable, anchor_log, settings_sink
-
     sink = settings_sink()
     key = _key(sink)
     if key is None:
@@ -112,10 +102,6 @@ def cmd_audit_anchor(_: argparse.Namespace) -> int:
 def cmd_audit_rekey(args: argparse.Namespace) -> int:
     """Rotate the audit key: verify under the current key (RUNTIME_OPS_AUDIT_KEY), re-chain under the new one,
     anchor under the new one."""
-    from runtime_ops.approvals.anchors import AnchorsUnavailable, anchor_log, read_anchors, settings_sink
-    from runtime_ops.store.approvals.audit import Audit
-    from runtime_ops.store.approvals.chain import Anchor
-
     try:
         new_key = Path(args.new_key_file).read_text(encoding="utf-8").strip().encode()
     except (OSError, UnicodeDecodeError) as exc:

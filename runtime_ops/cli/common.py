@@ -7,9 +7,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from runtime_ops.observability.redaction import redact_url
 from runtime_ops.settings import SettingsError, get_settings
+from runtime_ops.store import open_store
 
-if TYPE_CHECKING:  # the store (SQLAlchemy, migrations) loads only for commands that use it
+if TYPE_CHECKING:
     from runtime_ops.store import StateStore
 
 log = logging.getLogger("runtime_ops.cli")
@@ -17,16 +19,12 @@ log = logging.getLogger("runtime_ops.cli")
 
 def state_store(pipeline: str | None = None) -> StateStore:
     """The state store, unscoped (every pipeline) unless a pipeline is named."""
-    from runtime_ops.store import open_store
-
     settings = get_settings()
     return open_store(settings.resolved_database_url, settings, pipeline=pipeline, check=True)
 
 
 def shown_database_url() -> str:
     """The state store's URL with its password redacted, as the commands print it."""
-    from runtime_ops.observability.redaction import redact_url
-
     return redact_url(get_settings().resolved_database_url)
 
 

@@ -10,20 +10,19 @@ from typing import Any
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import shown_database_url, state_store
 from runtime_ops.settings import get_settings
+from runtime_ops.store.engine import engine_for
+from runtime_ops.store.integrity import backup, restore
+from runtime_ops.store.migrate import current_revision
 
 
 def cmd_db_check(_: argparse.Namespace) -> int:
     store = state_store()  # checks (quick_check, schema revision) before anything else, naming the file and the fix
-    from runtime_ops.store.migrate import current_revision
 
     print(f"state store {shown_database_url()}: whole, schema revision {current_revision(store.engine)}")
     return 0
 
 
 def cmd_db_backup(args: argparse.Namespace) -> int:
-    from runtime_ops.store.engine import engine_for
-    from runtime_ops.store.integrity import backup
-
     settings = get_settings()
     engine = engine_for(settings.resolved_database_url, settings)
     try:
@@ -39,9 +38,6 @@ def cmd_db_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_db_restore(args: argparse.Namespace) -> int:
-    from runtime_ops.store.engine import engine_for
-    from runtime_ops.store.integrity import restore
-
     settings = get_settings()
     engine = engine_for(settings.resolved_database_url, settings)
     try:

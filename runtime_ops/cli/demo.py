@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from runtime_ops.components.loading import get_spec
+from runtime_ops.demo import corpus_keys, land_corpus
 from runtime_ops.errors import UserError
+from runtime_ops.landing import LandingError, open_landing
 from runtime_ops.settings import get_settings
 
 
 def cmd_demo_seed(args: argparse.Namespace) -> int:
-    from runtime_ops.components.loading import get_spec
-    from runtime_ops.demo import corpus_keys, land_corpus
-    from runtime_ops.landing import LandingError, open_landing
-
     dest = args.dest or get_spec("demo").landing.uri
     # Only what is not there yet: `make dev` landed 70%, and the rest is the second batch (landing the same files
     # again would only record them as duplicates).

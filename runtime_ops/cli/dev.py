@@ -18,7 +18,13 @@ from typing import IO, Any
 
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
+from runtime_ops.components.loading import load_specs
+from runtime_ops.demo import land_corpus
+from runtime_ops.landing import open_landing
+from runtime_ops.recovery.orphans import WATCHED, process_info, sweep, worker_of
+from runtime_ops.recovery.workers import gone_reason
 from runtime_ops.settings import get_settings
+from runtime_ops.store.integrity import checkpoint
 
 # The checkout `runtime-ops dev` runs from: the dg project (pyproject.toml's [tool.dg]) that `dg dev` serves.
 CHECKOUT = instance.CHECKOUT
@@ -110,15 +116,11 @@ def _dev(args: argparse.Namespace) -> int:
     settings = get_settings()
     home = settings.resolved_home / "dagster"  # Dagster's storage (DEV_INSTANCE's STORAGE_VARIABLE)
     home.mkdir(parents=True, exist_ok=True)
-    from runtime_ops.components.loading import load_specs
 
     store = state_store()  # check and migrate before the first sensor tick
     instance.record("dev")  # `runtime-ops` run from another folder finds this instance, with these pipelines
     demo = load_specs(settings).get("demo")  # a folder of one's own pipelines may have no demo
     if demo is not None and not args.no_seed and not demo.landing.is_s3:
-        from runtime_ops.demo import land_corpus
-        from runtime_ops.landing import open_landing
-
         landing = open_landing(demo.landing.uri)
         if not next(landing.iter_pages(page_size=1), []):  # an empty landing: the first start
             # Most of the corpus now, the rest with `runtime-ops demo seed`: that second batch trains a new
@@ -217,8 +219,6 @@ def _end_with_parent() -> None:
 
 
 def _finish(store: Any, asked: list[int], procs: list[subprocess.Popen[bytes]]) -> int:
-    from runtime_ops.store.integrity import checkpoint
-
     checkpoint(store.engine)  # the state file alone is then the whole state (a copy of it is a backup)
     if asked:
         print("stopped cleanly: the state store's WAL is folded into its file", flush=True)
@@ -271,9 +271,6 @@ def _interrupt_runs(dagster_instance: Any, group: int, interrupted: set[int]) ->
 
     import dagster as dg
 
-    from runtime_ops.recovery.orphans import WATCHED, process_info, worker_of
-    from runtime_ops.recovery.workers import gone_reason
-
     for record in dagster_instance.get_run_records(dg.RunsFilter(statuses=WATCHED)):
         worker = worker_of(dagster_instance, record.dagster_run.run_id)
         if worker is None or worker.pid in interrupted or gone_reason(worker, process_info(worker.pid)):
@@ -307,7 +304,6 @@ def _fail_orphans(home: Path) -> None:
     before anything starts, so that run retries relaunch them at once (run_recovery_sensor would, a tick later)."""
     if not (home / "history").exists():  # Dagster's SQLite run storage: no runs yet
         return
-    from runtime_ops.recovery.orphans import sweep
 
     with _dev_instance(home) as dagster_instance:
         orphans = sweep(dagster_instance)

@@ -22,7 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from runtime_ops.database_urls import sqlite_path
 from runtime_ops.errors import UserError
+from runtime_ops.observability.redaction import redact_url
+from runtime_ops.settings import get_settings
 
 HOME_DIR = ".runtime_ops"
 RECORD = "instance.json"
@@ -135,8 +138,6 @@ def locate(cwd: Path, environ: Mapping[str, str], use: Use = "uses", checkout: P
 @contextlib.contextmanager
 def applied(use: Use) -> Iterator[None]:
     """This process's settings (and its children's) pointed at the command's instance while the command runs."""
-    from runtime_ops.settings import get_settings
-
     chosen = locate(Path.cwd(), os.environ, use)
     before = {name: os.environ.get(name) for name in chosen}
     os.environ.update(chosen)
@@ -155,10 +156,6 @@ def applied(use: Use) -> Iterator[None]:
 def record(by: str) -> Path | None:
     """Record what the instance of this process's settings runs with, for the commands run elsewhere later: its
     pipelines folder and its database (a SQLite path; any other database without its password)."""
-    from runtime_ops.database_urls import sqlite_path
-    from runtime_ops.observability.redaction import redact_url
-    from runtime_ops.settings import get_settings
-
     settings = get_settings()
     home = settings.resolved_home
     database = None

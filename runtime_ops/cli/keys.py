@@ -8,11 +8,10 @@ import sys
 from typing import Any
 
 from runtime_ops.cli.common import default_actor, log, print_table, state_store, when
+from runtime_ops.store.operations.api_keys import key_id_of, parse_scopes
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
-    from runtime_ops.store.operations.api_keys import parse_scopes
-
     try:
         scopes = parse_scopes(args.scope)
         new = state_store().api_keys.create(args.name, scopes, created_by=args.actor, approver=args.approver)
@@ -60,8 +59,6 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
-    from runtime_ops.store.operations.api_keys import key_id_of
-
     key_id = key_id_of(args.key_id)
     if key_id is None:
         print(f"error: {args.key_id!r} is not a key id (rok_ and 8 hex digits, as `keys list` shows)", file=sys.stderr)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from runtime_ops.api.server import listen, serve
 from runtime_ops.cli import instance
 from runtime_ops.settings import get_settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # numpy: kept out of every command's start (runtime_ops.cli imports this module)
     from runtime_ops.api.app import create_app
-    from runtime_ops.api.server import listen, serve
 
     settings = get_settings()
     sock = listen(args.host, args.port)

@@ -7,13 +7,12 @@ import sys
 from typing import Any
 
 from runtime_ops.cli.common import shown_database_url, state_store
+from runtime_ops.components.loading import load_specs
 from runtime_ops.settings import get_settings
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from runtime_ops.components.loading import load_specs
-
     settings = get_settings()
     specs = load_specs(settings)
     state_store()  # reachable and whole, before anything is printed

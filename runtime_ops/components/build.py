@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import dagster as dg
 
+from runtime_ops.alerts.jobs import build_alert_jobs
+from runtime_ops.alerts.sensors import build_alert_sensor
+from runtime_ops.approvals.sensors import build_approvals_sensor
+from runtime_ops.documents.assets import build_document_assets
+from runtime_ops.documents.sensors import build_landing_sensor
+from runtime_ops.jobs import build_jobs
+from runtime_ops.models.assets import build_gate_checks, build_model_assets, build_regression
+from runtime_ops.models.sensors import build_corpus_sensor
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.schedules import build_schedules
+from runtime_ops.serving.assets import build_serving_assets
+from runtime_ops.serving.backfill import build_shadow_embeddings
 
 
 def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
-    from runtime_ops.alerts.jobs import build_alert_jobs
-    from runtime_ops.alerts.sensors import build_alert_sensor
-    from runtime_ops.approvals.sensors import build_approvals_sensor
-    from runtime_ops.documents.assets import build_document_assets
-    from runtime_ops.documents.sensors import build_landing_sensor
-    from runtime_ops.jobs import build_jobs
-    from runtime_ops.models.assets import build_gate_checks, build_model_assets, build_regression
-    from runtime_ops.models.sensors import build_corpus_sensor
-    from runtime_ops.schedules import build_schedules
-    from runtime_ops.serving.assets import build_serving_assets
-    from runtime_ops.serving.backfill import build_shadow_embeddings
-
     raw_documents, document_chunks = build_document_assets(spec)
     embedding_model, golden_questions, evaluation_report, production_model = build_model_assets(spec, document_chunks)
     serving = build_serving_assets(spec, document_chunks, production_model)

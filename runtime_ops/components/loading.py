@@ -18,11 +18,13 @@ from typing import Any
 import dagster as dg
 from pydantic import ValidationError
 
+from runtime_ops.components.retrieval_pipeline import RetrievalPipeline
+from runtime_ops.embedders.token_counts import check_chunking
 from runtime_ops.errors import UserError
 from runtime_ops.pipeline.attributes import PipelineAttributes
-from runtime_ops.pipeline.resolve import LOADING_SETTINGS, DeclarationError, landing_uri, resolve_spec
-from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.settings import Settings
+from runtime_ops.pipeline.resolve import LOADING_SETTINGS, DeclarationError, embedder_spec, landing_uri, resolve_spec
+from runtime_ops.pipeline.spec import ChunkingSpec, PipelineSpec
+from runtime_ops.settings import Settings, get_settings
 
 COMPONENT_TYPE = "runtime_ops.components.RetrievalPipeline"
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "defs"
@@ -140,10 +142,6 @@ def check_file(path: Path) -> DeclaredPipeline | None:
 
 def _check_chunking(model: PipelineAttributes, path: Path, tree: Any) -> None:
     """Chunks longer than the embedder's window would be cut before embedding: refused at load."""
-    from runtime_ops.embedders.token_counts import check_chunking
-    from runtime_ops.pipeline.resolve import embedder_spec
-    from runtime_ops.pipeline.spec import ChunkingSpec
-
     declared = ChunkingSpec(model.chunking.max_tokens, model.chunking.overlap_tokens)
     problem = check_chunking(embedder_spec(model, path.parent), declared)
     if problem is not None:
@@ -231,8 +229,6 @@ def _raw_attributes(path: Path) -> dict[str, Any]:
 
 def load_specs(settings: Settings | None = None) -> dict[str, PipelineSpec]:
     """Every declared pipeline's resolved spec, by name, without building Dagster definitions (CLI, ops API)."""
-    from runtime_ops.settings import get_settings
-
     settings = settings or get_settings()
     folder = (settings.pipelines_dir or BUILTIN_DEFS).resolve()
     declared = check_folder(folder)
@@ -241,8 +237,6 @@ def load_specs(settings: Settings | None = None) -> dict[str, PipelineSpec]:
 
 
 def _resolve(declared: Sequence[DeclaredPipeline], settings: Settings) -> dict[str, PipelineSpec]:
-    from runtime_ops.components.retrieval_pipeline import RetrievalPipeline
-
     specs = {}
     for p in declared:
         with warnings.catch_warnings():

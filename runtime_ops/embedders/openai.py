@@ -35,6 +35,7 @@ import numpy as np
 from runtime_ops.http.client import EndpointError, call_with_retries
 from runtime_ops.http.retry import Backoff, InvalidResponse
 from runtime_ops.http.urls import public_url
+from runtime_ops.observability.tracing import client_span
 
 __all__ = ["EndpointError", "OpenAIEmbedder", "embeddings_url"]
 
@@ -293,8 +294,6 @@ class OpenAIEmbedder:
 
     def _traced_post(self, body: dict[str, Any], count: int) -> httpx.Response:
         """One attempt, as a CLIENT span (a retried call is one span per attempt)."""
-        from runtime_ops.observability.tracing import client_span
-
         attributes: dict[str, Any] = {
             "gen_ai.request.model": self.model,
             "gen_ai.operation.name": "embeddings",

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from runtime_ops.embedders.reference import is_reference, parse_reference
-from runtime_ops.pipeline.spec import EmbedderSpec
+from runtime_ops.http.urls import public_url
+from runtime_ops.pipeline.spec import EmbedderSpec, SentenceTransformerSpec
 from runtime_ops.store import StateStore
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 @functools.lru_cache(maxsize=8)
 def _lsa_from_bytes(digest: str, data: bytes) -> Embedder:
+    # numpy: kept out of the code location's load
     from runtime_ops.embedders.lsa import Embedder
 
     return Embedder.from_bytes(data)
@@ -26,6 +28,7 @@ def _lsa_from_bytes(digest: str, data: bytes) -> Embedder:
 @functools.lru_cache(maxsize=4)
 def _sentence_model(model: str, batch_size: int) -> TextEmbedder:
     # Loading weights takes seconds: one instance per model per process.
+    # numpy: kept out of the code location's load
     from runtime_ops.embedders.sentence import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(model, batch_size=batch_size)
@@ -34,6 +37,7 @@ def _sentence_model(model: str, batch_size: int) -> TextEmbedder:
 def pretrained_embedder(spec: EmbedderSpec) -> TextEmbedder:
     """The embedder a pipeline of a pretrained kind (openai, sentence_transformers) declares."""
     if spec.kind == "openai":
+        # numpy: kept out of the code location's load
         from runtime_ops.embedders.openai import OpenAIEmbedder
 
         o = spec.openai
@@ -51,8 +55,6 @@ def pretrained_embedder(spec: EmbedderSpec) -> TextEmbedder:
             send_dimensions=o.send_dimensions,
         )
     if spec.kind == "sentence_transformers":
-        from runtime_ops.pipeline.spec import SentenceTransformerSpec
-
         st = spec.sentence_transformers or SentenceTransformerSpec()
         return _sentence_model(st.model, st.batch_size)
     raise ValueError(f"embedder kind {spec.kind!r} is trained, not pretrained")
@@ -88,8 +90,8 @@ def embedder_from_artifact(
     kind = identity["kind"]
     recorded = dict(params or {})
     if kind == "openai":
+        # numpy: kept out of the code location's load
         from runtime_ops.embedders.openai import OpenAIEmbedder, embeddings_url
-        from runtime_ops.http.urls import public_url
 
         declared = spec.openai if spec is not None and spec.kind == "openai" else None
         if (

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from runtime_ops.embedders.cores import available_cores
 from runtime_ops.embedders.model_files import INSTALL_HINT, MODEL_PACKAGES, resolve_model_directory
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ _READ_CHUNK = 1 << 20
 
 
 def _torch_threads() -> int:
-    from runtime_ops.embedders.cores import available_cores
-
     return max(1, min(MAX_TORCH_THREADS, available_cores()))
 
 

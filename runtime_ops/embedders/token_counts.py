@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime_ops.embedders.model_files import INSTALL_HINT, resolve_model_directory
 from runtime_ops.pipeline.chunking import (
     CHARS,
     ESTIMATE,
@@ -52,8 +53,6 @@ class TokenizerMismatch(ValueError):
 
 def model_directory(model: str) -> Path:
     """The directory of a sentence-transformers model (a folder, or the one an offline package ships)."""
-    from runtime_ops.embedders.model_files import resolve_model_directory
-
     return resolve_model_directory(model)
 
 
@@ -111,8 +110,6 @@ def _tokenizer(directory: Path) -> Tokenizer | Any:  # Any: transformers' tokeni
     try:  # a model with a slow tokenizer only (vocab files, no tokenizer.json): the one transformers builds
         from transformers import AutoTokenizer
     except ImportError as exc:
-        from runtime_ops.embedders.model_files import INSTALL_HINT
-
         raise ImportError(f"counting tokens of {directory} needs transformers: {INSTALL_HINT}") from exc
     return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
 

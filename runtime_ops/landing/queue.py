@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from runtime_ops.observability.tracing import instrument_boto3_client
+
 __all__ = ["VISIBILITY_TIMEOUT_SECONDS", "EventQueue", "Message", "region_from_queue_url"]
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,6 @@ def _client(endpoint_url: str | None, region: str | None) -> Any:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            from runtime_ops.observability.tracing import instrument_boto3_client
-
             client = instrument_boto3_client(session.client("sqs", endpoint_url=endpoint_url, region_name=region))
             _CLIENTS[key] = client
         return client

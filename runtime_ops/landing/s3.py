@@ -24,6 +24,7 @@ from runtime_ops.landing.base import (
     is_ignored_key,
     pages,
 )
+from runtime_ops.observability.tracing import instrument_boto3_client
 
 S3_MAX_KEYS = 1000
 
@@ -73,8 +74,6 @@ class S3LandingSource:
             with self._lock:
                 if self._client is None:
                     from dagster_aws.s3 import S3Resource  # ~3.5 s: only when S3 is actually used
-
-                    from runtime_ops.observability.tracing import instrument_boto3_client
 
                     # A CLIENT span per S3 call (botocore event hooks), with the bucket, URL and status.
                     self._client = instrument_boto3_client(S3Resource(endpoint_url=self.endpoint_url).get_client())

@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from runtime_ops.locks.base import LockerBase
+from runtime_ops.locks.redis_lock import RedisLocker
+from runtime_ops.locks.store_lock import StoreLocker
+from runtime_ops.observability.metric_writes import LockWaitRecorder
+from runtime_ops.store import open_store
 
 if TYPE_CHECKING:
     from runtime_ops.settings import Settings
@@ -22,16 +26,10 @@ def open_locker(settings: Settings) -> LockerBase:
 def locker_for(redis_url: str | None, database_url: str, settings: Settings) -> LockerBase:
     """The locker on `redis_url` (None: on the state store at `database_url`, opened under `settings`)."""
     if redis_url:
-        from runtime_ops.locks.redis_lock import RedisLocker
-        from runtime_ops.observability.metric_writes import LockWaitRecorder
-        from runtime_ops.store import open_store
-
         # Lock waits are metrics of the state store whichever backend holds the locks; the store is opened on
         # the first observation, so taking a Redis lock does not wait for it.
         return RedisLocker(
             redis_url, wait_observer=LockWaitRecorder(open_store=lambda: open_store(database_url, settings))
         )
-    from runtime_ops.locks.store_lock import StoreLocker
-    from runtime_ops.store import open_store
 
     return StoreLocker(open_store(database_url, settings))

@@ -29,6 +29,8 @@ from sqlalchemy import BigInteger, bindparam, literal_column, or_, select, updat
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from runtime_ops.locks.base import Held, Lease, LockerBase, LockUnavailable
+from runtime_ops.observability.metric_writes import LockWaitRecorder
+from runtime_ops.observability.redaction import redact_url
 from runtime_ops.store.engine import upsert
 from runtime_ops.store.schema import locks
 
@@ -86,13 +88,9 @@ class StoreLocker(LockerBase):
         self.store = store
         self._sql = _Statements(store.dialect)
         if wait_metrics:  # every acquire's wait goes to the lock-wait histogram in the same store
-            from runtime_ops.observability.metric_writes import LockWaitRecorder
-
             self.wait_observer = LockWaitRecorder(store)
 
     def _unavailable(self, exc: BaseException) -> LockUnavailable:
-        from runtime_ops.observability.redaction import redact_url
-
         url = redact_url(self.store.engine.url.render_as_string(hide_password=False))
         return LockUnavailable(
             f"lock backend unreachable: the state store at RUNTIME_OPS_DATABASE_URL={url} (used for locks "

@@ -12,14 +12,17 @@ import dagster as dg
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
+from runtime_ops.models.history import EvaluatedVersion, history_markdown, set_label
+from runtime_ops.models.question_set import ALIAS, build_question_set, current_question_set, save_question_set
+from runtime_ops.models.report_markdown import comparison_markdown
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.policies.changed_questions import changed_questions
+from runtime_ops.policies.gate_text import changed_lines, interval_text
 from runtime_ops.store import StateStore
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 
 def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
-    from runtime_ops.models.question_set import ALIAS, build_question_set, save_question_set
-
     previous = store.registry.alias(ALIAS)
     started = time.monotonic()
     try:
@@ -68,11 +71,8 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
 def evaluate_candidate(
     context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
-    from runtime_ops.models.history import set_label
-    from runtime_ops.models.question_set import current_question_set
-    from runtime_ops.models.report_markdown import comparison_markdown
+    # numpy: kept out of the code location's load
     from runtime_ops.models.scoring import score_candidate, score_stored
-    from runtime_ops.policies.changed_questions import changed_questions
     from runtime_ops.policies.digests import candidate_digest, report_digest
     from runtime_ops.policies.gate_rule import judge
 
@@ -229,8 +229,6 @@ def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
 def _evidence_markdown(
     version: str, mix: dict[str, int], interval: dict[str, Any] | None, changed: list[dict[str, Any]]
 ) -> str:
-    from runtime_ops.policies.gate_text import changed_lines, interval_text
-
     provenance = ", ".join(f"{n} {method}" for method, n in mix.items())
     lines = ["", f"Question set `{version[:12]}`: {provenance}."]
     if interval:
@@ -245,7 +243,6 @@ def _evidence_markdown(
 def _history(store: StateStore, report: dict[str, Any]) -> str:
     """The history table around `report`: its candidate and its production model on the report's own question
     set (production re-scored on it, as the gate compared them); other versions on the set of their own report."""
-    from runtime_ops.models.history import EvaluatedVersion, history_markdown
 
     def verdict_text(v: dict) -> str:
         if v.get("auto_approve"):

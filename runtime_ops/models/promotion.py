@@ -11,9 +11,14 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
 from runtime_ops.labels import version_label
+from runtime_ops.locks.base import LockError
+from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.retries import retry_wait
+from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
+from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
 from runtime_ops.tags import APPROVAL_TAG, PRODUCTION_ALIAS
 
@@ -45,12 +50,8 @@ def promote(
 ) -> dg.MaterializeResult | None:
     """The promotion saga; None when this run's gate found the candidate waiting for a person (nothing to do
     until the decision), a one-line `dg.Failure` when promotion is refused."""
-    from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
-    from runtime_ops.locks.base import LockError
-    from runtime_ops.locks.promotion import promotion_lease
+    # numpy: kept out of the code location's load
     from runtime_ops.models.promotion_saga import StoreJournal, backfill_refusal, promotion_steps, saga_id
-    from runtime_ops.saga.engine import CompensationFailed, SagaFailed, plan, run
-    from runtime_ops.serving.vector_store import pipeline_vectors
 
     approval_id = config.approval_id or context.run.tags.get(APPROVAL_TAG)
     try:

@@ -12,15 +12,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
+from runtime_ops.http import EndpointError
 from runtime_ops.models.golden import GoldenQuestion, evaluable, load_golden_set
+from runtime_ops.models.questions import GeneratedQuestion, generate_questions, split_holdout
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops.store import StateStore
 from runtime_ops.tags import PRODUCTION_ALIAS
-
-if TYPE_CHECKING:
-    from runtime_ops.models.questions import GeneratedQuestion
 
 ALIAS = "question_set"
 _KIND = "question_set"
@@ -89,8 +89,6 @@ class QuestionSet:
 def question_profile(store: StateStore, spec: PipelineSpec) -> int:
     """The chunking profile questions are generated from: production's (so a candidate that cuts differently is
     scored on the same questions as before), else the declared one; its chunks are cut first where missing."""
-    from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
-
     production = store.registry.alias(PRODUCTION_ALIAS)
     profile = store.profiles.of_model(production) if production is not None else declared(store, spec)[0]
     ensure_chunks(store, profile)
@@ -132,10 +130,6 @@ def endpoint_questions(
     how many; the set is still deterministic given the cached answers.
     """
     import os
-
-    from runtime_ops.http import EndpointError
-    from runtime_ops.models.questions import GeneratedQuestion
-    from runtime_ops.serving.endpoint import ChatEndpoint
 
     answers = spec.answers
     assert answers.endpoint is not None
@@ -184,8 +178,6 @@ def endpoint_questions(
 def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None = None) -> QuestionSet:
     """Reviewed questions that apply to the corpus, then generated ones (held out for gating by a stable split)
     until `evaluation.min_questions` gate. Deterministic for a corpus, golden set and seed."""
-    from runtime_ops.models.questions import generate_questions, split_holdout
-
     ev = spec.evaluation
     profile = question_profile(store, spec)
     keys: set[str] = set()

@@ -7,6 +7,7 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops.embedders.registry import load_embedder
+from runtime_ops.models.question_set import current_question_set
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
 from runtime_ops.tags import PRODUCTION_ALIAS
@@ -23,7 +24,7 @@ def _promoted_with(store: StateStore, version: int) -> dict[str, float] | None:
 
 
 def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.MaterializeResult:
-    from runtime_ops.models.question_set import current_question_set
+    # numpy: kept out of the code location's load
     from runtime_ops.models.scoring import score_stored
 
     version = store.registry.alias(PRODUCTION_ALIAS)

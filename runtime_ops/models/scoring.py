@@ -15,8 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_ops.documents.chunk_profiles import ensure_model_chunks
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.models.golden import GoldenQuestion
+from runtime_ops.models.metrics import StreamingRanker, per_question_metrics
+from runtime_ops.serving.indexing import embed_missing
 from runtime_ops.store import StateStore
 
 PAGE = 2048
@@ -65,8 +68,6 @@ def score_pages(
     questions: Sequence[GoldenQuestion],
     ks: Sequence[int] = KS,
 ) -> Scored:
-    from runtime_ops.models.metrics import StreamingRanker, per_question_metrics
-
     ranker = StreamingRanker(query_vecs, top_k=max(ks))
     seen: set[str] = set()
     chunks = 0
@@ -89,8 +90,6 @@ def score_candidate(
 ) -> Scored:
     """Score candidate `version` (embedded by `embedder`) without storing anything: its stored vectors where a
     backfill left them, the other chunks embedded page by page."""
-    from runtime_ops.documents.chunk_profiles import ensure_model_chunks
-
     ensure_model_chunks(store, version)
     query_vecs = embedder.embed([q.question for q in questions])
     reused = [0]
@@ -107,8 +106,6 @@ def score_stored(
     log: Callable[[str], None] = lambda _: None,
 ) -> Scored:
     """Score `version` from its stored vectors (embedding, and storing, only the chunks it has none for)."""
-    from runtime_ops.serving.indexing import embed_missing
-
     embed_missing(store, version, log, embedder=embedder)
     query_vecs = embedder.embed([q.question for q in questions])
     return score_pages(_stored_pages(store, version, embedder.dim), query_vecs, questions)

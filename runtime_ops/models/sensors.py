@@ -4,6 +4,7 @@ from typing import Any
 
 import dagster as dg
 
+from runtime_ops.embedders.token_counts import declared_profile
 from runtime_ops.jobs import AssetJob
 from runtime_ops.pipeline.spec import EmbedderSpec, PipelineSpec, RetrainSpec
 from runtime_ops.policies.retrain import (
@@ -68,8 +69,6 @@ def embedder_switch(spec: EmbedderSpec, latest: dict[str, Any] | None) -> str | 
 def chunking_switch(store: StateStore, spec: PipelineSpec, latest: dict[str, Any] | None) -> str | None:
     """What the declared chunking changed from the newest model's (None: the same, or no model yet): a new window
     or new chunk settings are a new candidate, like a new embedder."""
-    from runtime_ops.embedders.token_counts import declared_profile
-
     if latest is None:
         return None
     declared = declared_profile(spec.embedder, spec.chunking)
@@ -80,8 +79,6 @@ def chunking_switch(store: StateStore, spec: PipelineSpec, latest: dict[str, Any
 
 
 def declared_digest(spec: PipelineSpec) -> str:
-    from runtime_ops.embedders.token_counts import declared_profile
-
     return declared_profile(spec.embedder, spec.chunking).digest
 
 

@@ -12,6 +12,10 @@ from typing import Any
 
 import dagster as dg
 
+from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
+from runtime_ops.embedders.reference import reference_bytes
+from runtime_ops.embedders.registry import pretrained_embedder, runtime_params
+from runtime_ops.embedders.sampling import bounded_sample
 from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
@@ -43,8 +47,8 @@ class _CorpusPass:
 
 
 def _fit_lsa(config: TrainConfig, texts: Iterator[str], spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
+    # numpy: kept out of the code location's load
     from runtime_ops.embedders.lsa import EmbedderParams, train_embedder
-    from runtime_ops.embedders.sampling import bounded_sample
 
     e = spec.embedder
     params = EmbedderParams(
@@ -62,9 +66,6 @@ def _fit_lsa(config: TrainConfig, texts: Iterator[str], spec: PipelineSpec) -> t
 def _reference(spec: PipelineSpec) -> tuple[bytes, dict[str, Any], int, dict]:
     """A pretrained model is not fitted here: its candidate is its identity, checked by embedding a probe text
     (which fails early, naming the endpoint or model, when it cannot be used)."""
-    from runtime_ops.embedders.reference import reference_bytes
-    from runtime_ops.embedders.registry import pretrained_embedder, runtime_params
-
     embedder = pretrained_embedder(spec.embedder)
     probe = embedder.embed(["runtime_ops probe: is this embedder reachable and of the declared size?"])
     identity = embedder.identity()  # pyright: ignore[reportAttributeAccessIssue]  # pretrained kinds have it
@@ -84,7 +85,7 @@ def version_digest(artifact_digest: str, profile: ChunkingProfile) -> str:
 def train_candidate(
     context: dg.AssetExecutionContext, config: TrainConfig, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
-    from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
+    # numpy: kept out of the code location's load
     from runtime_ops.embedders.lsa import digest
 
     revision = store.ledger.corpus_revision()

@@ -34,6 +34,7 @@ from runtime_ops.observability.redaction import (
     register_secret,
     register_settings_secrets,
 )
+from runtime_ops.settings import get_settings
 from runtime_ops.tags import APPROVAL_TAG
 
 __all__ = [
@@ -233,8 +234,6 @@ def formatter_for(fmt: str | None = None) -> logging.Formatter:
 def log_format() -> str:
     """RUNTIME_OPS_LOG_FORMAT through the settings (json unless set); the raw variable if settings are broken."""
     try:
-        from runtime_ops.settings import get_settings
-
         return get_settings().log_format
     except Exception:
         raw = os.environ.get("RUNTIME_OPS_LOG_FORMAT", "json").strip().lower()

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from runtime_ops.settings import get_settings
+
 REDACTED = "[REDACTED]"
 
 # Setting names whose values are secrets (the SecretStr fields of runtime_ops.settings.Settings, plus the
@@ -106,8 +108,6 @@ class Redactor:
         values: list[str] = []
         ident = 0
         try:
-            from runtime_ops.settings import get_settings
-
             settings = get_settings()
             ident = id(settings)
             for field in (
@@ -163,8 +163,6 @@ class Redactor:
     @staticmethod
     def _current_settings() -> object:
         try:
-            from runtime_ops.settings import get_settings
-
             return get_settings()
         except Exception:
             return None

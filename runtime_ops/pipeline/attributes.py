@@ -21,7 +21,7 @@ from runtime_ops.pipeline.attribute_types import EnvRef, Fraction, http_url, sec
 from runtime_ops.pipeline.chunking_attributes import ChunkingAttributes
 from runtime_ops.pipeline.embedder_attributes import EmbedderAttributes
 from runtime_ops.pipeline.gate_attributes import GateAttributes
-from runtime_ops.pipeline.spec import check_name
+from runtime_ops.pipeline.spec import JOB_NAMES, check_name
 
 
 class LandingAttributes(dg.Resolvable, dg.Model):
@@ -258,8 +258,6 @@ class TimeoutAttributes(dg.Resolvable, dg.Model):
     @field_validator("jobs")
     @classmethod
     def _check_jobs(cls, v: dict[str, str]) -> dict[str, str]:
-        from runtime_ops.pipeline.spec import JOB_NAMES
-
         for job, value in v.items():
             if job not in JOB_NAMES:
                 raise ValueError(f"timeouts.jobs: no job named {job!r}; jobs: {', '.join(JOB_NAMES)}")

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from runtime_ops.landing import LandingSource, open_landing
+from runtime_ops.landing.queue import EventQueue
 
 if TYPE_CHECKING:
-    from runtime_ops.landing.queue import EventQueue
     from runtime_ops.pipeline.spec import LandingSpec
 
 
@@ -26,6 +26,4 @@ class LandingResource(dg.ConfigurableResource):
         """The SQS queue of event mode (the client is built on first use), or None in listing mode."""
         if not landing.sqs_queue_url:
             return None
-        from runtime_ops.landing.queue import EventQueue
-
         return EventQueue(landing.sqs_queue_url, endpoint_url=self.endpoint_url)

@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from runtime_ops.database_urls import normalise_database_url
+from runtime_ops.locks.factory import locker_for
+from runtime_ops.settings import get_settings
+
 if TYPE_CHECKING:
     from runtime_ops.locks.base import LockerBase
 
@@ -21,8 +25,4 @@ class LocksResource(dg.ConfigurableResource):
     database_url: str
 
     def locker(self) -> LockerBase:
-        from runtime_ops.database_urls import normalise_database_url
-        from runtime_ops.locks.factory import locker_for
-        from runtime_ops.settings import get_settings
-
         return locker_for(self.redis_url or None, normalise_database_url(self.database_url), get_settings())

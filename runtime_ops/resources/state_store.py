@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from runtime_ops.database_urls import normalise_database_url
+from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 
 
@@ -17,7 +19,4 @@ class StateStoreResource(dg.ConfigurableResource):
     database_url: str
 
     def store(self) -> StateStore:
-        from runtime_ops.database_urls import normalise_database_url
-        from runtime_ops.settings import get_settings
-
         return open_store(normalise_database_url(self.database_url), get_settings())

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime_ops.http import EndpointError
 from runtime_ops.markdown import close_fences, inline_code_spans, outside_spans, split_fenced, starts_inside_code
 from runtime_ops.serving.passages import Passage, Retrieved, merge_passages
 
@@ -136,8 +137,6 @@ def answer_with(
 ) -> tuple[str, str, str | None]:
     """(answer, answerer, endpoint error): the chat endpoint's answer when there is one (`llm`, a ChatEndpoint),
     else, or when it still fails after its retries, the extractive answer and the failure's message."""
-    from runtime_ops.http import EndpointError
-
     if llm is not None and passages:
         try:
             return llm.answer(question, list(passages)), "model", None

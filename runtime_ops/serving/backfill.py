@@ -11,11 +11,13 @@ from contextlib import AbstractContextManager
 
 import dagster as dg
 
+from runtime_ops.embedders.cores import limited_cores
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
+from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.embeddings import Shard
 from runtime_ops.tags import CANDIDATE_ALIAS, MODEL_VERSION_TAG
@@ -53,9 +55,8 @@ def target_version(context: dg.AssetExecutionContext, store: StateStore) -> int:
 def fill_partition(
     context: dg.AssetExecutionContext, store: StateStore, locks: LocksResource, spec: PipelineSpec
 ) -> dg.MaterializeResult:
-    from runtime_ops.embedders.cores import limited_cores
+    # numpy: kept out of the code location's load
     from runtime_ops.serving.shards import fill_shard
-    from runtime_ops.serving.vector_store import pipeline_vectors
 
     version = target_version(context, store)
     shard = Shard(int(context.partition_key), spec.backfill.shards)

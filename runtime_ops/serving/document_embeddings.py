@@ -21,6 +21,7 @@ def production_version(store: StateStore) -> int:
 
 
 def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: VectorStore) -> dg.MaterializeResult:
+    # numpy: kept out of the code location's load
     from runtime_ops.policies.drift import BatchDrift
     from runtime_ops.serving.indexing import record_drift
     from runtime_ops.serving.vector_index import ensure_index

@@ -24,6 +24,7 @@ import httpx
 from runtime_ops.http.client import EndpointError, call_with_retries
 from runtime_ops.http.retry import Backoff, InvalidResponse
 from runtime_ops.http.urls import public_url
+from runtime_ops.observability.tracing import client_span
 
 __all__ = ["SYSTEM_PROMPT", "ChatEndpoint", "EndpointError", "build_messages", "chat_completions_url"]
 
@@ -134,8 +135,6 @@ class ChatEndpoint:
 
     def _traced_post(self, body: dict[str, Any]) -> httpx.Response:
         """One attempt, as a CLIENT span (a retried call is one span per attempt)."""
-        from runtime_ops.observability.tracing import client_span
-
         with client_span("POST", method="POST", url=self.url, **{"gen_ai.request.model": self.model}) as span:
             response = self._client.post(self.url, json=body)
             span.status_code(response.status_code)

@@ -119,6 +119,7 @@ def serve_production(
 ) -> IndexMove:
     """Bring `retrieval_index` to production's index (filled or brought up to date first), under the promotion
     lease the caller holds: serving follows production at once, e.g. after a rollback."""
+    # numpy: kept out of the code location's load
     from runtime_ops.serving.vector_index import ensure_index
 
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"

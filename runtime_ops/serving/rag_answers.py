@@ -8,6 +8,8 @@ import dagster as dg
 
 from runtime_ops.markdown import close_fences, code_span, escape_text
 from runtime_ops.pipeline.spec import AnswersSpec
+from runtime_ops.serving.endpoint import ChatEndpoint
+from runtime_ops.serving.passages import merge_passages
 from runtime_ops.store import StateStore
 from runtime_ops.tags import QUESTION_SET_ALIAS
 from runtime_ops.vectors.base import VectorStore
@@ -72,8 +74,8 @@ def answer_questions(
 ) -> dg.MaterializeResult:
     import os
 
+    # numpy: kept out of the code location's load
     from runtime_ops.serving.answerer import answer_with
-    from runtime_ops.serving.passages import merge_passages
     from runtime_ops.serving.search import NoServingIndex, Searcher
 
     questions = config.questions or default_questions(store, answers)
@@ -90,8 +92,6 @@ def answer_questions(
     embedder = searcher.embedder(result.model_version)
     llm = None
     if answers.endpoint:
-        from runtime_ops.serving.endpoint import ChatEndpoint
-
         # The key is read from its variable now, never carried in config that Dagster stores.
         key = os.environ.get(answers.api_key_env) if answers.api_key_env else None
         llm = ChatEndpoint(answers.endpoint, api_key=key or None, model=answers.model, timeout_s=config.timeout_s)

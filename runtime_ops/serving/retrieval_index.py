@@ -10,7 +10,10 @@ import dagster as dg
 from runtime_ops.labels import version_label
 from runtime_ops.locks.base import Locker
 from runtime_ops.pipeline.spec import RetentionSpec
+from runtime_ops.policies.retention import RetentionPolicy
 from runtime_ops.serving.document_embeddings import production_version
+from runtime_ops.serving.index_swap import move_retrieval_index
+from runtime_ops.serving.retention import collect
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.base import IndexName, VectorStore
 
@@ -22,9 +25,7 @@ def index_corpus(
     retention: RetentionSpec,
     locker: Locker,
 ) -> dg.MaterializeResult:
-    from runtime_ops.policies.retention import RetentionPolicy
-    from runtime_ops.serving.index_swap import move_retrieval_index
-    from runtime_ops.serving.retention import collect
+    # numpy: kept out of the code location's load
     from runtime_ops.serving.vector_index import ensure_index
 
     # Read without the lock: building the index takes minutes. The writer reads production again under the lock

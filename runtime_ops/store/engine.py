@@ -13,6 +13,7 @@ from sqlalchemy import Engine, Executable, Table, create_engine, event
 from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.exc import DBAPIError
 
+from runtime_ops.database_urls import check_sqlite_folder, sqlite_path
 from runtime_ops.errors import UserError
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ def _pg_connect_args(url: str, timeout_ms: int) -> dict[str, Any]:
 def _sqlite_folder(url: str, settings: Settings) -> None:
     """The folder of a SQLite state file must exist; only the home's (RUNTIME_OPS_HOME) is created, on first use: a
     mistyped path must not become a new, empty store."""
-    from runtime_ops.database_urls import check_sqlite_folder, sqlite_path
-
     path = sqlite_path(url)
     if path is None or path.parent.is_dir():
         return

@@ -25,6 +25,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from runtime_ops.errors import UserError
+from runtime_ops.store.engine import engine_for
+from runtime_ops.store.migrate import current_revision, known_revisions
 
 if TYPE_CHECKING:
     from runtime_ops.settings import Settings
@@ -148,8 +150,6 @@ def check(engine: Engine, head: str) -> None:
     """Raise unless the store answers (StateUnreachable), is whole (StateDamaged: SQLite's quick_check) and its schema
     revision is one this code knows (`head` or an older one the migrations bring up; a newer one means a newer
     runtime_ops)."""
-    from runtime_ops.store.migrate import current_revision, known_revisions
-
     path = sqlite_file(engine)
     if path is not None and path.exists():
         try:
@@ -183,8 +183,6 @@ def check(engine: Engine, head: str) -> None:
 
 def backup(engine: Engine, dest: Path, settings: Settings) -> Copy:
     """A consistent copy of a SQLite store at `dest` (which must not exist), checked before it is reported."""
-    from runtime_ops.store.migrate import current_revision
-
     path = sqlite_file(engine)
     if path is None:
         raise ValueError(BACKUP_PG)
@@ -205,7 +203,6 @@ def backup(engine: Engine, dest: Path, settings: Settings) -> Copy:
             f"the copy of {path} does not check ({problem}); the source may be damaged: {_fix(str(path))}"
         )
     os.replace(tmp, dest)
-    from runtime_ops.store.engine import engine_for
 
     revision = current_revision(engine_for(f"sqlite:///{dest}", settings))
     return Copy(dest, dest.stat().st_size, revision)
@@ -213,9 +210,6 @@ def backup(engine: Engine, dest: Path, settings: Settings) -> Copy:
 
 def restore(engine: Engine, source: Path, settings: Settings) -> Copy:
     """Replace the SQLite store with the backup `source`, once it checks and no process holds the store."""
-    from runtime_ops.store.engine import engine_for
-    from runtime_ops.store.migrate import current_revision
-
     path = sqlite_file(engine)
     if path is None:
         raise ValueError(BACKUP_PG)

@@ -23,9 +23,11 @@ def check_url(url: str) -> str:
 def open_vector_store(url: str) -> VectorStore:
     check_url(url)
     if url.startswith("lance://"):
+        # numpy: kept out of the code location's load
         from runtime_ops.vectors.lance import LanceVectorStore
 
         return LanceVectorStore(Path(url[len("lance://") :]))
+    # numpy: kept out of the code location's load
     from runtime_ops.vectors.pgvector_store import PgVectorStore
 
     return PgVectorStore(url)

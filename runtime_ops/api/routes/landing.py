@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.deps import RefusalsDep, SettingsDep, StoreDep
+from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.landing import UnsafePath, open_landing
 from runtime_ops.landing.transaction import RefusedKeys, write_all
 
@@ -123,8 +124,6 @@ def _refuse(status: int, error: str, **more: Any) -> JSONResponse:
 def _land(
     settings: Any, store: Any, pipeline: str | None, blobs: list[tuple[str, bytes]], deletes: list[str]
 ) -> JSONResponse:
-    from runtime_ops.components.loading import PipelineConfigError, get_spec
-
     try:
         spec = get_spec(pipeline, settings)
     except PipelineConfigError as exc:

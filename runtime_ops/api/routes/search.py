@@ -21,6 +21,8 @@ from runtime_ops.api.deps import OpsContext, get_ops
 from runtime_ops.api.searchers import Searchers
 from runtime_ops.observability.metrics import METRICS
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.serving.answerer import answer_hits
+from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops.serving.search import MAX_K, NoServingIndex, Searcher
 from runtime_ops.vectors.base import VectorStoreError
 
@@ -108,16 +110,12 @@ def answer(
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
     ops: Annotated[OpsContext, Depends(get_ops)],
 ) -> dict[str, Any]:
-    from runtime_ops.serving.answerer import answer_hits
-
     started = time.perf_counter()
     spec, searcher = searchers.get(body.pipeline)
     result = _served(spec, searcher, [body.question], body.k)
     hits = result.hits[0]
     llm = None
     if spec.answers.endpoint:
-        from runtime_ops.serving.endpoint import ChatEndpoint
-
         key = os.environ.get(spec.answers.api_key_env) if spec.answers.api_key_env else None
         llm = ChatEndpoint(spec.answers.endpoint, api_key=key or None, model=spec.answers.model, timeout_s=20.0)
     try:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from runtime_ops.approvals.slack.blocks import MAX_FALLBACK_TEXT, RequestView, request_blocks, request_text
 from runtime_ops.approvals.slack.interactions import SLACK_HOOKS_URL, response_url_problem
 from runtime_ops.approvals.slack.text import truncate
+from runtime_ops.observability.tracing import client_span
 
 if TYPE_CHECKING:
     import slack_sdk
@@ -171,8 +172,6 @@ class SlackNotifier:
             raise SlackError(method, "invalid_response_url", detail=f"the URL {problem}")
         from slack_sdk.webhook import WebhookClient
 
-        from runtime_ops.observability.tracing import client_span
-
         webhook = WebhookClient(response_url, timeout=int(max(1, round(self.timeout))))
         parts = urlsplit(response_url)
         try:
@@ -194,8 +193,6 @@ class SlackNotifier:
 
     def _call(self, method: str, call: Callable[[], Any]) -> Any:
         from slack_sdk.errors import SlackApiError, SlackClientError
-
-        from runtime_ops.observability.tracing import client_span
 
         url = f"{getattr(self.client, 'base_url', '') or ''}{method}"
         try:

@@ -14,6 +14,10 @@ import hashlib
 import sqlalchemy as sa
 from alembic import op
 
+from runtime_ops.store.approvals.audit import create_settings_key, settings_key
+from runtime_ops.store.approvals.chain import GENESIS, GLOBAL_CHAIN, canonical, record_hash
+from runtime_ops.store.tables.base import UTCDateTime
+
 revision = "0013"
 down_revision = "0012"
 branch_labels = None
@@ -21,18 +25,11 @@ depends_on = None
 
 
 def _unkeyed(prev_hash: str, record: dict) -> str:  # type: ignore[type-arg]
-    from runtime_ops.store.approvals.chain import canonical
-
     return hashlib.sha256(f"{prev_hash}\n{canonical(record)}".encode()).hexdigest()
 
 
 def _rechain(keyed: bool) -> None:
     from alembic import context
-
-    from runtime_ops.store.approvals.audit import create_settings_key, settings_key
-    from runtime_ops.store.approvals.chain import GENESIS, GLOBAL_CHAIN, record_hash
-
-    from runtime_ops.store.tables.base import UTCDateTime
 
     conn = op.get_bind()
     # Typed as written (the timestamps and the JSON detail read back as the values that were hashed).
