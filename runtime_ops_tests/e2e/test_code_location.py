@@ -67,14 +67,17 @@ def test_grpc_code_server_serves_the_location(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = _env(tmp_path)
-    server = subprocess.Popen(
-        [str(BIN / "dagster"), "api", "grpc", "-m", "runtime_ops.definitions", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    # The server's output goes to a file: a pipe nobody reads fills up (64 KB) and blocks the server's next log
+    # write, so it could neither answer nor stop.
+    log = tmp_path / "code_server.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [str(BIN / "dagster"), "api", "grpc", "-m", "runtime_ops.definitions", "-h", "127.0.0.1", "-p", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 120
         ok = False
@@ -87,14 +90,18 @@ def test_grpc_code_server_serves_the_location(tmp_path: Path) -> None:
             )
             ok = ping.returncode == 0
             if not ok:
-                assert server.poll() is None, server.stdout.read() if server.stdout else ""
+                assert server.poll() is None, log.read_text()
                 time.sleep(1)
-        assert ok, "the gRPC code server never answered its health check"
+        assert ok, f"the gRPC code server never answered its health check: {log.read_text()[-2000:]}"
     finally:
         server.terminate()
         # Dagster's code server stops "once all current RPC calls terminate or 60 seconds pass": a server that
-        # outlives that grace is stuck; on a loaded machine one inside it is not.
-        server.wait(timeout=90)
+        # outlives that grace is stuck.
+        try:
+            server.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise AssertionError(f"the code server did not stop on SIGTERM: {log.read_text()[-2000:]}") from None
 
 
 def _dg_json(args: list[str], tmp_path: Path) -> dict:
