@@ -59,6 +59,16 @@ def test_loading_the_code_location_imports_no_heavy_library(tmp_path: Path) -> N
     assert proc.stdout.strip() == ""
 
 
+def _default_signals() -> None:
+    """In the server's process before exec: SIGTERM as a fresh process has it. An ignored disposition and a blocked
+    mask survive exec, and a pytest worker that ran Dagster jobs in-process may hold either (in two full runs the
+    server never saw the SIGTERM: no "Stopping server" line in its log)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
 def test_grpc_code_server_serves_the_location(tmp_path: Path) -> None:
     import socket
     import time
@@ -77,6 +87,7 @@ def test_grpc_code_server_serves_the_location(tmp_path: Path) -> None:
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=_default_signals,
         )
     try:
         deadline = time.monotonic() + 120
