@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from runtime_ops.store import ApiKey, StateStore
+from runtime_ops.command_hint import command
+from runtime_ops.store import ApiKey
+from runtime_ops.store.operations.api_keys import ApiKeys
 
-CREATE_HINT = "runtime-ops keys create <name> --scope decide --approver <your approver id>"
+
+def create_hint() -> str:
+    return command("keys create <name> --scope decide --approver <your approver id>")
 
 
 class OperatorRefused(Exception):
@@ -23,24 +27,24 @@ class OperatorRefused(Exception):
         self.key_id = key_id
 
 
-def operator(store: StateStore, key: str | None, *, claimed: str | None = None, now: datetime | None = None) -> ApiKey:
+def operator(keys: ApiKeys, key: str | None, *, claimed: str | None = None, now: datetime | None = None) -> ApiKey:
     """The live key `key`, if it may decide (decide scope, an approver id) as `claimed` (when given)."""
     if not key or not key.strip():
         raise OperatorRefused(
             "no operator credential: set RUNTIME_OPS_OPERATOR_KEY (or --key-file) to your operator key, made with "
-            f"`{CREATE_HINT}`; --as alone does not say who you are"
+            f"`{create_hint()}`; --as alone does not say who you are"
         )
-    found = store.api_keys.verify(key.strip(), now=now)
+    found = keys.verify(key.strip(), now=now)
     if found is None:
         raise OperatorRefused("unknown or revoked operator key (RUNTIME_OPS_OPERATOR_KEY)")
     if not found.allows("decide"):
         raise OperatorRefused(
-            f"API key {found.key_id} lacks the decide scope (it has: {', '.join(found.scopes)}); {CREATE_HINT}",
+            f"API key {found.key_id} lacks the decide scope (it has: {', '.join(found.scopes)}); {create_hint()}",
             found.key_id,
         )
     if not found.approver:
         raise OperatorRefused(
-            f"API key {found.key_id} is not mapped to an approver id, so it cannot decide; {CREATE_HINT}",
+            f"API key {found.key_id} is not mapped to an approver id, so it cannot decide; {create_hint()}",
             found.key_id,
         )
     if claimed and claimed != found.approver:

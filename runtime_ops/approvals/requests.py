@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runtime_ops.command_hint import cli
 from runtime_ops.observability import tracing
 from runtime_ops.pipeline.resolve import approval_policy
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -38,9 +39,7 @@ class GateOutcome:
 
 
 def decide_command(request_id: str) -> str:
-    # As run from the checkout: after `make dev` the CLI is in the project's venv, not on PATH.
-    cli = ".venv/bin/runtime-ops"
-    return f"{cli} approvals approve {request_id}  (or: {cli} approvals reject {request_id} --reason ...)"
+    return f"{cli()} approvals approve {request_id}  (or: {cli()} approvals reject {request_id} --reason ...)"
 
 
 CANARY_COMPENSATION = "remove_canary"

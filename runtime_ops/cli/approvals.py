@@ -53,7 +53,7 @@ def _operator_key(args: argparse.Namespace) -> str | None:
 def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:
     """The approver id the operator's key decides as, or None (refusal printed and audited)."""
     try:
-        return str(operator(store, _operator_key(args), claimed=args.actor, now=clock.now()).approver)
+        return str(operator(store.api_keys, _operator_key(args), claimed=args.actor, now=clock.now()).approver)
     except OperatorRefused as exc:
         store.audit_log.append(
             event="attempt",

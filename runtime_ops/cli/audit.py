@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime_ops.approvals.anchors import AnchorsUnavailable, anchor_log, read_anchors, settings_sink
 from runtime_ops.cli.common import state_store
+from runtime_ops.command_hint import command
 from runtime_ops.settings import SettingsError, get_settings
 from runtime_ops.store.approvals.audit import Audit, settings_key
 from runtime_ops.store.approvals.chain import Anchor, key_id, newest_keyed
@@ -135,7 +136,7 @@ def cmd_audit_rekey(args: argparse.Namespace) -> int:
         anchor_log(Audit(log.engine, None, key=lambda: new_key), sink)
     except AnchorsUnavailable as exc:
         print(
-            f"error: re-keyed {count} audit records, but {exc}; set the new key and run `runtime-ops audit anchor`",
+            f"error: re-keyed {count} audit records, but {exc}; set the new key and run `{command('audit anchor')}`",
             file=sys.stderr,
         )
         return 2
@@ -150,7 +151,7 @@ def cmd_audit_show(args: argparse.Namespace) -> int:
     records = state_store().audit_log.records(args.request_id)
     if not records:
         print(
-            f"error: no audit records for {args.request_id}; `runtime-ops approvals list` shows the requests",
+            f"error: no audit records for {args.request_id}; `{command('approvals list')}` shows the requests",
             file=sys.stderr,
         )
         return 2

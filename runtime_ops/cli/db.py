@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import shown_database_url, state_store
+from runtime_ops.command_hint import command
 from runtime_ops.settings import get_settings
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.integrity import backup, restore
@@ -46,7 +47,7 @@ def cmd_db_restore(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(
-        f"restored {args.file} into {copy.path} (schema revision {copy.revision}); `runtime-ops audit verify` "
+        f"restored {args.file} into {copy.path} (schema revision {copy.revision}); `{command('audit verify')}` "
         "checks it (records newer than the backup are gone; anchors taken after it name them as truncated)"
     )
     return 0

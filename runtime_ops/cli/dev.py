@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
+from runtime_ops.command_hint import command
 from runtime_ops.components.loading import load_specs
 from runtime_ops.demo import land_corpus
 from runtime_ops.landing import open_landing
@@ -127,7 +128,7 @@ def _dev(args: argparse.Namespace) -> int:
             # candidate and shows the gate at work.
             landed = land_corpus(landing, subset=0.7)
             print(
-                f"seeded {len(landed)} demo documents into {demo.landing.uri}; `runtime-ops demo seed` lands the rest"
+                f"seeded {len(landed)} demo documents into {demo.landing.uri}; `{command('demo seed')}` lands the rest"
             )
     _fail_orphans(home)
     if asked:  # while preparing: nothing started yet

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from runtime_ops.command_hint import command
 from runtime_ops.database_urls import sqlite_path
 from runtime_ops.errors import UserError
 from runtime_ops.observability.redaction import redact_url
@@ -32,7 +33,10 @@ RECORD = "instance.json"
 # The project the CLI is installed from (an editable install: the checkout `make dev` runs in).
 CHECKOUT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("runtime_ops.cli")
-STARTERS = "`make dev` (or `runtime-ops dev`), `runtime-ops serve` or `runtime-ops db upgrade`"
+
+
+def starters() -> str:
+    return f"`make dev` (or `{command('dev')}`), `{command('serve')}` or `{command('db upgrade')}`"
 
 
 class NoInstance(UserError):
@@ -65,7 +69,9 @@ def read_record(home: Path) -> dict[str, Any]:
     except (FileNotFoundError, NotADirectoryError):  # no record (a home that is a file is the settings' to refuse)
         return {}
     except (OSError, ValueError) as exc:
-        raise NoInstance(f"{home / RECORD} cannot be read ({exc}); start the instance again with {STARTERS}") from None
+        raise NoInstance(
+            f"{home / RECORD} cannot be read ({exc}); start the instance again with {starters()}"
+        ) from None
     return record if isinstance(record, dict) else {}
 
 
@@ -100,14 +106,14 @@ def locate(cwd: Path, environ: Mapping[str, str], use: Use = "uses", checkout: P
         raise NoInstance(
             f"no runtime_ops instance found: looked for {HOME_DIR}/{RECORD} in {cwd} and every folder above it, and "
             f"for the runtime_ops project there and at {checkout}; set RUNTIME_OPS_HOME to the home of the instance, "
-            f"or start one here with {STARTERS}"
+            f"or start one here with {starters()}"
         )
     chosen = {} if found.explicit else {"RUNTIME_OPS_HOME": str(found.home)}
     if use == "starts" or (found.explicit and not found.record):
         return chosen  # as the environment says: a new instance, or a test's own home
     if not found.started and not own_database and use == "uses":
         raise NoInstance(
-            f"the runtime_ops instance of this project, {found.home}, was never started: start it with {STARTERS}, "
+            f"the runtime_ops instance of this project, {found.home}, was never started: start it with {starters()}, "
             "or set RUNTIME_OPS_HOME to the home of another instance"
         )
     recorded_by = f"(recorded by {found.record.get('recorded_by', 'its start')} in {found.home / RECORD})"
@@ -122,7 +128,7 @@ def locate(cwd: Path, environ: Mapping[str, str], use: Use = "uses", checkout: P
     elif not database and not own_database and use == "uses" and not (found.home / "state.db").is_file():
         raise NoInstance(
             f"the state store of the instance in {found.home} is missing ({found.home / 'state.db'}): put a backup "
-            f"back with `runtime-ops db restore BACKUP`, or start a new one with {STARTERS}"
+            f"back with `{command('db restore BACKUP')}`, or start a new one with {starters()}"
         )
     pipelines = found.record.get("pipelines_dir")
     if pipelines and not environ.get("RUNTIME_OPS_PIPELINES_DIR"):

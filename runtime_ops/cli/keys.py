@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from runtime_ops.cli.common import default_actor, log, print_table, state_store, when
+from runtime_ops.command_hint import command
 from runtime_ops.store.operations.api_keys import key_id_of, parse_scopes
 
 
@@ -28,7 +29,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         f"{f', deciding as {key.approver}' if key.approver else ''}.\n"
         "This is the only time the key is shown: only its hash is stored, it cannot be shown again.\n"
         f"Send it as 'Authorization: Bearer <key>' (or 'X-API-Key: <key>'); "
-        f"revoke it with `runtime-ops keys revoke {key.key_id}`.",
+        f"revoke it with `{command(f'keys revoke {key.key_id}')}`.",
         file=sys.stderr,
     )
     return 0

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
+from runtime_ops.command_hint import command
 from runtime_ops.errors import UserError
 from runtime_ops.store.engine import engine_for
 from runtime_ops.store.migrate import current_revision, known_revisions
@@ -121,8 +122,8 @@ def sqlite_file(engine: Engine) -> Path | None:
 
 def _fix(where: str) -> str:
     return (
-        f"stop every runtime_ops process, then restore the newest backup (`runtime-ops db restore BACKUP`; backups "
-        f"are made with `runtime-ops db backup FILE`), or move {where} and its -wal/-shm files aside to start empty"
+        f"stop every runtime_ops process, then restore the newest backup (`{command('db restore BACKUP')}`; backups "
+        f"are made with `{command('db backup FILE')}`), or move {where} and its -wal/-shm files aside to start empty"
     )
 
 
@@ -232,7 +233,7 @@ def restore(engine: Engine, source: Path, settings: Settings) -> Copy:
                 alone.execute("PRAGMA journal_mode=DELETE").fetchone()
         except sqlite3.OperationalError as exc:
             raise RuntimeError(
-                f"{path} is in use ({exc}): stop `runtime-ops dev`, the API and every run first, then restore"
+                f"{path} is in use ({exc}): stop `{command('dev')}`, the API and every run first, then restore"
             ) from None
     tmp = path.with_name(f".{path.name}.restoring")
     tmp.unlink(missing_ok=True)
