@@ -14,6 +14,13 @@ Two rules, both from the interleaving literature:
   equally often on what each team showed is a tie, not a win for whoever happened to pick first. Unclicked items
   below the last click are never evidence against a team: the user need not have seen them.
 
+Either rule can also be told how many leading ranks are `shared`: the longest common prefix of the two rankings
+(`common_prefix`). Team draft shows that prefix first, in order, whichever way its coins fall, so the team an item
+there is credited to is the coin's choice, not a difference between the rankings: a click there is noise, and with
+`shared` it credits neither team (a query clicked only there is a tie). Balanced interleaving (Joachims 2003) has
+the same property by construction. When two models agree on the top result, as good models mostly do, plain
+team-draft counting turns most clicks into coin flips; leaving them out is what makes a small difference visible.
+
 A query without a click carries no preference and gets no outcome (`None`): it is neither a win nor a tie, so it
 does not dilute the preference (Chapelle, Joachims, Radlinski and Yue, ACM TOIS 2012, count only queries with
 clicks).
@@ -21,15 +28,16 @@ clicks).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
-__all__ = ["RULES", "Credit", "CreditRule", "Outcome", "credit"]
+__all__ = ["RULES", "Credit", "CreditRule", "Outcome", "common_prefix", "credit"]
 
 CreditRule = Literal["examined_prefix", "team_draft"]
 RULES: tuple[CreditRule, ...] = ("examined_prefix", "team_draft")
 Outcome = Literal["win", "tie", "loss"]  # from the candidate's side
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,17 +60,30 @@ class Credit:
         return "tie"
 
 
+def common_prefix(first: Sequence[T], second: Sequence[T], *, key: Callable[[T], Hashable] = lambda item: item) -> int:
+    """How many leading items two rankings share, in the same order: the ranks of an interleaved list that are
+    `shared` (team draft shows them first whatever its coins)."""
+    n = 0
+    for a, b in zip(first, second, strict=False):
+        if key(a) != key(b):
+            break
+        n += 1
+    return n
+
+
 def credit(
     teams: Sequence[str],
     clicked: Collection[int],
     rule: CreditRule = "examined_prefix",
     *,
+    shared: int = 0,
     names: tuple[str, str] = ("production", "candidate"),
 ) -> Credit | None:
     """The credit of one interleaved query: `teams[i]` is the team of the item shown at rank i + 1 (as
     `team_draft` drafted it), `clicked` the 1-based ranks the user clicked. `None` when nothing was clicked.
 
-    `names` are the two team names, production's first, as given to `team_draft`.
+    `shared`: the first `shared` ranks hold the rankings' common prefix (`common_prefix`); clicks there credit
+    neither team. `names` are the two team names, production's first, as given to `team_draft`.
     """
     if rule not in RULES:
         raise ValueError(f"unknown credit rule {rule!r}: use one of {', '.join(RULES)}")
@@ -73,17 +94,20 @@ def credit(
     outside = sorted(r for r in clicks if not 1 <= r <= len(teams))
     if outside:
         raise ValueError(f"clicked ranks {outside} are not shown ranks (1..{len(teams)})")
+    if not 0 <= shared <= len(teams):
+        raise ValueError(f"shared must be between 0 and the {len(teams)} shown ranks, got {shared}")
     if not clicks:
         return None
     production, candidate = names
+    credited = [r for r in clicks if r > shared]
     if rule == "team_draft":
-        counts = [teams[r - 1] for r in clicks]
+        counts = [teams[r - 1] for r in credited]
         return Credit(float(counts.count(production)), float(counts.count(candidate)), len(teams), rule)
     examined = max(clicks)
-    prefix = teams[:examined]
+    prefix = teams[shared:examined]
     rates: list[float] = []
     for team in names:
         shown = prefix.count(team)
-        hits = sum(1 for r in clicks if teams[r - 1] == team)
+        hits = sum(1 for r in credited if teams[r - 1] == team)
         rates.append(hits / shown if shown else 0.0)
     return Credit(rates[0], rates[1], examined, rule)

@@ -112,3 +112,23 @@ def test_pipeline_sides_do_the_same_work(tmp_path: Path) -> None:
     assert base.chunks == ours.chunks > 30
     assert {"step:demo__raw_documents", "step:demo__document_chunks"} <= set(ours.phases)
     assert ours.seconds > 0 and base.seconds > 0
+
+
+def test_online_sensitivity_counts_a_decision_only_once_it_holds_for_twice_the_queries() -> None:
+    from bench.online_sensitivity import Stop, checkpoints, race
+
+    assert checkpoints(30) == [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30]
+    issued = 0
+
+    def simulate(n: int) -> None:
+        nonlocal issued
+        issued = n
+
+    # A chance crossing at 22-23 falls back; from 100 on the interval stays above 0: the stop is the first
+    # checkpoint from 100 on, not 22.
+    def wavering() -> str:
+        return "better" if 22 <= issued <= 23 or issued >= 100 else "no difference yet"
+
+    never = race(simulate, {"wavering": wavering, "flat": lambda: "no difference yet"}, cap=1000)  # type: ignore[dict-item]
+    settled = next(n for n in checkpoints(1000) if n >= 100)
+    assert never == {"wavering": Stop(settled, "better"), "flat": Stop(1000, "no difference yet")}

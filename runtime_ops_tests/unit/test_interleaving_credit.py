@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime_ops.online.click_models import PositionBased, grades
-from runtime_ops.online.credit import RULES, CreditRule, credit
+from runtime_ops.online.credit import RULES, CreditRule, common_prefix, credit
 from runtime_ops.online.interleaving import team_draft
 from runtime_ops.online.statistics import preference
 
@@ -39,6 +39,23 @@ def test_examined_prefix_compares_rates_on_the_ranks_through_the_last_click() ->
     # An unclicked candidate item above the last click counts against it; one below does not.
     assert credit([C, P, C, P], [2]).outcome == "loss"  # type: ignore[union-attr]
     assert credit([P, C, P, C], [1]).outcome == "loss"  # type: ignore[union-attr]  # C showed nothing examined
+
+
+def test_clicks_on_the_shared_prefix_credit_neither_team() -> None:
+    # Both rankings start a, b: team draft shows a, b first whatever its coins, so who "drafted" them is chance.
+    production, candidate = ["a", "b", "x", "y"], ["a", "b", "z", "x"]
+    assert common_prefix(production, candidate) == 2
+    assert common_prefix(["A", "b"], ["a", "c"], key=str.lower) == 1
+    for seed in range(20):
+        shown = team_draft(production, candidate, 4, random.Random(seed))
+        teams = [d.team for d in shown]
+        assert [d.item for d in shown[:2]] == ["a", "b"]
+        for rule in RULES:
+            assert credit(teams, [1, 2], rule, shared=2).outcome == "tie"  # type: ignore[union-attr]
+            z_rank = [d.item for d in shown].index("z") + 1
+            assert credit(teams, [1, z_rank], rule, shared=2).outcome == "win"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="shared must be between 0 and the 4 shown ranks"):
+        credit(teams, [1], shared=5)
 
 
 def test_bad_input_names_the_problem() -> None:
