@@ -24,7 +24,8 @@ T = TypeVar("T")
 
 
 class ClickModel(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def clicks(self, grades: Sequence[int], rng: random.Random) -> list[int]:
         """The 1-based ranks clicked, ascending, on a list whose item at rank i + 1 has relevance `grades[i]`."""

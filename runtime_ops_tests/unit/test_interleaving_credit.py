@@ -55,7 +55,7 @@ def test_clicks_on_the_shared_prefix_credit_neither_team() -> None:
             z_rank = [d.item for d in shown].index("z") + 1
             assert credit(teams, [1, z_rank], rule, shared=2).outcome == "win"  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="shared must be between 0 and the 4 shown ranks"):
-        credit(teams, [1], shared=5)
+        credit(["production", "candidate", "candidate", "production"], [1], shared=5)
 
 
 def test_bad_input_names_the_problem() -> None:
