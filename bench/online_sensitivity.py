@@ -25,7 +25,7 @@ queries, then steps of 5 %), as a live rollout would; a run has decided at the f
 is not a decision. A run that has not decided by the cap (BENCH_ONLINE_CAP_INTERLEAVED / _AB) counts as the cap:
 a median at the cap means "more than the cap". Runs that decided for the wrong side (the candidate is better
 offline) are counted in the details. Median over BENCH_ONLINE_SEEDS seeds (20).
-Rows: `online.ndcg_<difference>.<click model>`, ours = interleaving's median, baseline = the A/B median; target:
+Rows: `sensitivity.ndcg_<difference>.<click model>`, ours = interleaving's median, baseline = the A/B median; target:
 ratio <= 0.1 (ten times fewer queries), the issue's target at the smaller difference and the paper's claim at both.
 A full run takes about 7 minutes on 2 cores.
 """
@@ -206,7 +206,9 @@ def _summary(stops: Sequence[Stop], cap: int) -> dict[str, Any]:
     }
 
 
-@benchmark("online", "queries until the interval excludes 0: team-draft interleaving vs a 50/50 A/B, two lsa pairs")
+@benchmark(
+    "sensitivity", "queries until the interval excludes 0: team-draft interleaving vs a 50/50 A/B, two lsa pairs"
+)
 def run() -> list[BenchResult]:
     golden, rankings, offline, setup_seconds = _models_and_rankings()
     models: list[ClickModel] = [PositionBased(), Cascade()]
@@ -226,7 +228,7 @@ def run() -> list[BenchResult]:
             best_metric = min(by_metric, key=lambda metric: _median(by_metric[metric]))
             results.append(
                 BenchResult(
-                    f"online.ndcg_{label}.{model.name}",
+                    f"sensitivity.ndcg_{label}.{model.name}",
                     _median(ours),
                     _median(by_metric[best_metric]),
                     "queries",
