@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Outcome", "changed_lines", "changed_parts", "interval_text", "outcome_words"]
+__all__ = ["Outcome", "changed_lines", "changed_parts", "interval_text", "outcome_words", "verdict_parts"]
 
 
 class Outcome(StrEnum):
@@ -45,6 +45,13 @@ def outcome_words(outcome: Outcome, *, margin: float = 0.0, max_regression: floa
             return "first model: no production model to compare against"
         case Outcome.IDENTICAL:
             return "candidate is identical to the production model"
+
+
+def verdict_parts(reason: str) -> tuple[str, str]:
+    """(the outcome in words, the rest) of a verdict's reason, so a page can set the words apart: ("better, but
+    below the auto-approve margin +1.000", "ndcg@5 +0.124 [95% CI +0.085, +0.164] over 120 questions; ...")."""
+    words, _, rest = reason.partition(": ")
+    return words, rest
 
 
 def interval_text(interval: Mapping[str, Any] | None) -> str:

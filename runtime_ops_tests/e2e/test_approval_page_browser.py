@@ -216,6 +216,7 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, traffic:
     assert page.locator("#metrics .up").count() == 3  # improvements are marked as such
     # the verdict in words: better (the interval is above 0) but below the auto-approve margin, so a person decides
     assert page.inner_text("#verdict").startswith("better, but below the auto-approve margin +0.020: ndcg@5 +0.010")
+    assert page.inner_text("#outcome-words") == "better, but below the auto-approve margin +0.020"
     assert "ndcg@5 +0.010 (95% CI +0.002 to +0.018, 45 questions)" in page.inner_text("#interval")
     # each changed question: better or worse, the question, its relevant document's rank under both models
     changed = [li.strip() for li in page.locator("#changed li").all_inner_texts()]

@@ -136,7 +136,7 @@ def test_post_request_shows_buttons_while_pending(slack: SlackServer, notifier: 
     assert approve["confirm"]["confirm"]["text"] == "Approve" and reject["confirm"]["style"] == "danger"
 
     text = all_text(blocks)
-    assert "*Verdict:* better, but below the auto-approve margin +0.020: ndcg@5 +0.010" in text
+    assert "*Verdict:* *better, but below the auto-approve margin +0.020*: ndcg@5 +0.010" in text
     assert "*Candidate minus production:* ndcg@5 +0.010 (95% CI +0.002 to +0.018, 45 questions)" in text
     # the changed questions, compact: better or worse, the question, the relevant document's rank under both
     assert "*Changed most* (relevant document's rank, production → candidate):" in text

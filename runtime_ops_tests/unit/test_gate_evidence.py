@@ -11,7 +11,7 @@ from runtime_ops.policies.bootstrap import Interval
 from runtime_ops.policies.changed_questions import ChangedQuestion, RelevantRank, changed_questions
 from runtime_ops.policies.gate_policy import GatePolicy
 from runtime_ops.policies.gate_rule import judge_interval, outcome_of
-from runtime_ops.policies.gate_text import Outcome, changed_lines, outcome_words
+from runtime_ops.policies.gate_text import Outcome, changed_lines, outcome_words, verdict_parts
 
 POLICY = GatePolicy()  # ndcg@5, margin 0.02, max regression 0.05
 
@@ -161,3 +161,14 @@ def test_changed_lines_read_direction_question_and_ranks() -> None:
     assert changed_lines([long])[0].endswith("— guide/a.md: 3 → 1; guide/z.md: not in top 10 → 4")
     assert changed_lines(changed, limit=1) == changed_lines(changed)[:1]
     assert changed_lines(None) == []
+
+
+def test_the_outcome_words_lead_the_reason_and_can_be_set_apart() -> None:
+    verdict = judge_interval(_interval(-0.01, 0.04), POLICY)
+    words, rest = verdict_parts(verdict.reason)
+    assert words == "no detectable difference (the interval covers 0)"
+    assert rest == "ndcg@5 +0.015 [95% CI -0.010, +0.040] over 120 questions; needs human approval"
+    assert verdict_parts("first model: no production model to compare against") == (
+        "first model",
+        "no production model to compare against",
+    )

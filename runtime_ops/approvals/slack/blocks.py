@@ -26,7 +26,7 @@ from runtime_ops.approvals.slack.text import (
     truncate,
     version_label,
 )
-from runtime_ops.policies.gate_text import changed_lines
+from runtime_ops.policies.gate_text import changed_lines, verdict_parts
 
 MAX_BLOCKS = 50
 MAX_HEADER_TEXT = 150
@@ -265,7 +265,8 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
         if prod
         else f"Candidate *{version_label(view.candidate_version)}* (no model in production yet)"
     )
-    verdict = escape(view.verdict) if view.verdict else "_no verdict_"
+    words, rest = verdict_parts(view.verdict)
+    verdict = f"*{escape(words)}*" + (f": {escape(rest)}" if rest else "") if view.verdict else "_no verdict_"
     intro = f"{comparing}\n*Verdict:* "
     caption = f"Both columns scored on evaluation {on}" if on else ""
     blocks: list[dict[str, Any]] = [
