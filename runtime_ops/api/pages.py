@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 from runtime_ops.approvals.links import display_name
 from runtime_ops.approvals.slack.blocks import RequestView
+from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_parts, verdict_parts
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:860px;margin:2rem auto;padding:0 1rem;
@@ -50,9 +51,26 @@ def _evidence(view: RequestView) -> str:
     label = "<span class=label>Candidate minus production</span>"
     html = f"<div id=interval>{label}{escape(view.interval)}</div>" if view.interval else ""
     if view.changed:
-        items = "".join(f"<li>{escape(line)}</li>" for line in view.changed)
-        html += f"<div id=changed><span class=label>Questions whose results changed most</span><ul>{items}</ul></div>"
+        items = "".join(_changed_item(*changed_parts(item)) for item in view.changed[:5])
+        html += f"<div id=changed><span class=label>{escape(CHANGED_HEADING)}</span><ul>{items}</ul></div>"
     return html
+
+
+def _verdict(reason: str) -> str:
+    words, rest = verdict_parts(reason)
+    return f"<b id=outcome-words>{escape(words)}</b>" + (f": {escape(rest)}" if rest else "")
+
+
+def _changed_item(direction: str, question: str, ranks: str) -> str:
+    ranks_html = f" — <span class=ranks>{escape(ranks)}</span>" if ranks else ""
+    return (
+        f"<li class={escape(direction)}><b class={_DIRECTION_CLASS.get(direction, '')}>{escape(direction)}</b>: "
+        f"“{escape(question)}”{ranks_html}</li>"
+    )
+
+
+# Gains and losses are coloured as the metric deltas are.
+_DIRECTION_CLASS = {"better": "up", "worse": "down"}
 
 
 def _link(url: str | None, text: str, element_id: str) -> str:
@@ -134,7 +152,7 @@ def evidence_page(view: RequestView, approver: str) -> str:
 <code>{escape(view.request_id)}</code> · you are <b id=approver>{escape(display_name(approver))}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
 <div class="card verdict"><span class=label>Evaluation verdict</span>
-<div id=verdict>{escape(view.verdict)}</div>
+<div id=verdict>{_verdict(view.verdict)}</div>
 {_evidence(view)}</div>
 {_metrics(view)}
 <p class=sub>Candidate digest <code>{escape(view.candidate_digest[:16])}…</code> (model bytes + evaluation

@@ -23,7 +23,7 @@ from runtime_ops.approvals.requests import CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
-from runtime_ops.policies.gate_text import changed_lines, interval_text
+from runtime_ops.policies.gate_text import interval_text
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
@@ -153,7 +153,7 @@ class Announcer:
             metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
             verdict=(report.get("verdict") or {}).get("reason", ""),
             interval=interval_text((report.get("verdict") or {}).get("interval")),
-            changed=changed_lines((report.get("verdict") or {}).get("changed_questions")),
+            changed=list((report.get("verdict") or {}).get("changed_questions") or []),
             dagster_run_url=self.run_url(request.get("run_id")),
             candidate_url=self.asset_url(pipeline, "embedding_model"),
             report_url=self.asset_url(pipeline, "evaluation_report"),

@@ -76,9 +76,8 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     request = store.requests.get_request(args.request_id)
     if request is not None and request["status"] == "pending":
         report = store.evaluations.get_eval_report(request["eval_report_id"])
-        if report:
+        if report:  # the comparison, the verdict in words, the interval and the changed questions
             print(report["markdown"])
-            print(f"\nverdict: {report['verdict']['reason']}\n")
     outcome = decide(
         store,
         args.request_id,

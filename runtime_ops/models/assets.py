@@ -13,6 +13,7 @@ from runtime_ops import clock
 from runtime_ops.approvals.requests import decide_command, evaluate_gate, request_policy
 from runtime_ops.jobs import AssetJob
 from runtime_ops.labels import version_label
+from runtime_ops.markdown import escape_text
 from runtime_ops.models.evaluation import evaluate_candidate, quality_metadata, question_set
 from runtime_ops.models.history import set_label
 from runtime_ops.models.promotion import PromotionConfig, promote
@@ -20,7 +21,7 @@ from runtime_ops.models.regression import evaluate_production
 from runtime_ops.models.training import TrainConfig, train_candidate
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG, observed
 from runtime_ops.pipeline.spec import PipelineSpec
-from runtime_ops.policies.gate_text import changed_lines
+from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_lines
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
@@ -165,7 +166,8 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             )
         if verdict.get("changed_questions"):
             metadata["changed_most"] = dg.MetadataValue.md(
-                "\n".join(f"- {line}" for line in changed_lines(verdict["changed_questions"]))
+                f"{CHANGED_HEADING}:\n\n"
+                + "\n".join(f"- {escape_text(line)}" for line in changed_lines(verdict["changed_questions"]))
             )
         if verdict.get("question_set"):
             questions = report["candidate_metrics"].get("questions")

@@ -17,7 +17,7 @@ from runtime_ops.models.question_set import ALIAS, build_question_set, current_q
 from runtime_ops.models.report_markdown import comparison_markdown
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.changed_questions import changed_questions
-from runtime_ops.policies.gate_text import changed_lines, interval_text
+from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_lines, interval_text
 from runtime_ops.store import StateStore
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
@@ -72,7 +72,7 @@ def evaluate_candidate(
     context: dg.AssetExecutionContext, store: StateStore, spec: PipelineSpec
 ) -> dg.MaterializeResult:
     # numpy: kept out of the code location's load
-    from runtime_ops.models.scoring import score_candidate, score_stored
+    from runtime_ops.models.scoring import KS, score_candidate, score_stored
     from runtime_ops.policies.digests import candidate_digest, report_digest
     from runtime_ops.policies.gate_rule import judge
 
@@ -103,13 +103,6 @@ def evaluate_candidate(
     eval_s = time.monotonic() - started
     cand_metrics = cand.means
     prod_metrics = prod.means if prod is not None else None
-    changed: list[dict[str, Any]] = []
-    if prod is not None and production_version != candidate_version:
-        text = {q.id: q.question for q in cand.questions}
-        changed = [
-            {**c.to_dict(), "question": text.get(c.id, c.id)}
-            for c in changed_questions(cand.ranked, prod.ranked, cand.questions)
-        ]
     # Per-question values of both models on the same questions: judge decides on their paired bootstrap interval.
     verdict = judge(
         cand.per_question,
@@ -118,6 +111,20 @@ def evaluate_candidate(
         candidate_is_production=production_version == candidate_version,
         seed=spec.evaluation.seed,
     )
+    changed: list[dict[str, Any]] = []
+    if prod is not None and production_version != candidate_version:
+        metric = gate.primary_metric  # judge has checked both models have it, per question
+        changed = [
+            c.to_dict()
+            for c in changed_questions(
+                cand.ranked,
+                prod.ranked,
+                cand.questions,
+                cand.per_question[metric].tolist(),
+                prod.per_question[metric].tolist(),
+                depth=max(KS),
+            )
+        ]
     interval_dict: dict[str, Any] | None = None
     if verdict.interval is not None:
         interval_dict = {**verdict.interval.to_dict(), "metric": gate.primary_metric}
@@ -140,11 +147,12 @@ def evaluate_candidate(
         candidate_label=f"candidate v{candidate_version}",
         production_label=f"production v{production_version}" if production_version else "production (none)",
     )
-    markdown += _evidence_markdown(qs.version, qs.mix, interval_dict, changed)
+    markdown += _evidence_markdown(qs.version, qs.mix, verdict.reason, interval_dict, changed)
     verdict_dict = {
         "meets_policy": verdict.meets_policy,
         "auto_approve": verdict.auto_approve,
         "reason": verdict.reason,
+        "outcome": str(verdict.outcome),
         "delta": verdict.delta,
         "primary_metric": gate.primary_metric,
         "interval": interval_dict,
@@ -227,15 +235,15 @@ def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
 
 
 def _evidence_markdown(
-    version: str, mix: dict[str, int], interval: dict[str, Any] | None, changed: list[dict[str, Any]]
+    version: str, mix: dict[str, int], reason: str, interval: dict[str, Any] | None, changed: list[dict[str, Any]]
 ) -> str:
     provenance = ", ".join(f"{n} {method}" for method, n in mix.items())
-    lines = ["", f"Question set `{version[:12]}`: {provenance}."]
+    lines = ["", f"Question set `{version[:12]}`: {provenance}.", "", f"Verdict: {escape_text(reason)}."]
     if interval:
         lines.append(f"Candidate minus production: {interval_text(interval)}.")
     if changed:
         lines.append("")
-        lines.append("Questions whose top results changed most:")
+        lines.append(f"{CHANGED_HEADING}:")
         lines.extend(f"- {escape_text(line)}" for line in changed_lines(changed))
     return "\n".join(lines) + "\n"
 

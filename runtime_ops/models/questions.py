@@ -23,6 +23,10 @@ questions whose keys the new ones undercut. The same question text from two docu
 heading such as "Getting started", a chunk copied between documents) is ambiguous — it has more
 than one right answer — and is dropped; the same text from two chunks of one document is kept once.
 Relevance is the source document, ``relevant = (doc_key,)``.
+
+A question must read as words (`reads_as_words`): a sentence or heading that is mostly numbers, punctuation and
+short tokens (a table of values, a list of hex codes) is passed over for the chunk's next best one, so no
+generated question is gibberish like "stdev 1.5 2.5 2.75 4.75 1.0810874155219827".
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = [
     "generate_questions",
     "provenance_mix",
     "question_set_version",
+    "reads_as_words",
     "split_holdout",
 ]
 
@@ -57,6 +62,12 @@ _MIN_SENTENCE_WORDS, _MAX_SENTENCE_WORDS = 6, 40
 _MIN_CLOZE_CONTENT_WORDS = 4
 _MIN_KEPT_WORDS = 3
 _MAX_HEADING_WORDS = 15
+# What "reads as words" means: at least 2 words (tokens of 3+ letters, letters the majority of their characters)
+# and letters at least 55% of the non-space characters. On the demo corpus this drops value lists ("list 1 3 5 7
+# 0 2 4 8 10 15", "x00 x01 x02 ...", "prec 28 Emin 425000000 Emax") and keeps signatures such as
+# "random.gauss(mu=0.0, sigma=1.0)" (60% letters).
+_MIN_QUESTION_WORDS = 2
+_MIN_LETTER_SHARE = 0.55
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being
@@ -138,7 +149,7 @@ def generate_questions(
                 question = _cloze_query(sentences, seed, drop_fraction)
             else:
                 question = _heading_query(headings)
-            if question is None:
+            if question is None or not reads_as_words(question):
                 continue
             key = _key(seed, _normalise(question))
             source = (method, digest, chunk_id)
@@ -240,7 +251,7 @@ def _cloze_query(sentences: Sequence[str], seed: int, drop_fraction: float) -> s
         if not _MIN_SENTENCE_WORDS <= len(tokens) <= _MAX_SENTENCE_WORDS:
             continue
         content = _content_words(tokens)
-        if len(content) < _MIN_CLOZE_CONTENT_WORDS:
+        if len(content) < _MIN_CLOZE_CONTENT_WORDS or not reads_as_words(" ".join(content)):
             continue
         score = _salience(tokens, content)
         if best is None or score > best[0]:  # ties: the first such sentence
@@ -264,9 +275,22 @@ def _heading_query(headings: Sequence[str]) -> str | None:
         if len(tokens) > _MAX_HEADING_WORDS:
             continue
         content = len(_content_words(tokens))
-        if content >= 2 and (best is None or content > best[0]):
+        if content >= 2 and reads_as_words(heading) and (best is None or content > best[0]):
             best = (content, heading)
     return None if best is None else best[1]
+
+
+def reads_as_words(text: str) -> bool:
+    """Whether `text` reads as words rather than numbers, punctuation and units: at least 2 words (3+ letters,
+    letters the majority of the token) and letters at least 55% of its non-space characters."""
+    words = sum(
+        1
+        for token in _TOKEN.findall(text)
+        if (letters := sum(c.isalpha() for c in token)) >= 3 and 2 * letters > len(token)
+    )
+    characters = sum(not c.isspace() for c in text)
+    letters = sum(c.isalpha() for c in text)
+    return words >= _MIN_QUESTION_WORDS and letters >= _MIN_LETTER_SHARE * characters
 
 
 def _normalise(question: str) -> str:

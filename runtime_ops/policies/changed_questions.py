@@ -1,71 +1,131 @@
-"""The evaluation questions whose top results changed most between the candidate and production (pure).
+"""The evaluation questions whose results changed most between the candidate and production (pure).
 
-Stored with the gate's verdict as evidence for the person who decides; how it reads: `policies/gate_text.py`.
+Stored with the gate's verdict as evidence for the person who decides: for each, whether the candidate did better,
+worse or the same on it (by the gate's primary metric for that one question) and where its relevant documents rank
+under each model. How it reads: `policies/gate_text.py`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-__all__ = ["ChangedQuestion", "changed_questions"]
+__all__ = ["ChangedQuestion", "RelevantRank", "changed_questions"]
+
+Direction = Literal["better", "worse", "same"]
+# Per-question metric values are means of a few ranks' gains: differences below this are float noise.
+_EPSILON = 1e-9
 
 
-class _HasId(Protocol):
+class _Question(Protocol):
     @property
     def id(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def relevant(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class RelevantRank:
+    """Where one relevant document ranks (1-based) under each model; None: not in that ranking's top `depth`."""
+
+    document: str
+    production: int | None
+    candidate: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"document": self.document, "production": self.production, "candidate": self.candidate}
 
 
 @dataclass(frozen=True)
 class ChangedQuestion:
-    """One question whose top results differ between the candidate and production rankings."""
+    """One question whose results differ between the candidate and production."""
 
     id: str
-    change: float  # 1 - Jaccard similarity of the two top-k document sets, in (0, 1]
-    candidate_top: tuple[str, ...]
-    production_top: tuple[str, ...]
+    question: str
+    direction: Direction  # by the primary metric on this question: candidate vs production
+    delta: float  # candidate - production on the primary metric for this question
+    change: float  # 1 - Jaccard similarity of the two top-k document sets, in [0, 1]
+    depth: int  # how deep the rankings go: a relevant document absent from them is "not in top <depth>"
+    relevant: tuple[RelevantRank, ...]  # best ranked (under either model) first
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "question": self.question,
+            "direction": self.direction,
+            "delta": float(self.delta),
             "change": float(self.change),
-            "candidate_top": list(self.candidate_top),
-            "production_top": list(self.production_top),
+            "depth": self.depth,
+            "relevant": [r.to_dict() for r in self.relevant],
         }
 
 
 def changed_questions(
     cand_ranked: Sequence[Sequence[str]],
     prod_ranked: Sequence[Sequence[str]],
-    questions: Sequence[_HasId],
+    questions: Sequence[_Question],
+    cand_scores: Sequence[float],
+    prod_scores: Sequence[float],
     limit: int = 5,
     *,
     top_k: int = 5,
+    depth: int = 10,
 ) -> list[ChangedQuestion]:
-    """The questions whose top results changed most between the two models, most changed first.
+    """Up to `limit` questions whose results changed most, the biggest gains and losses taking turns.
 
-    Change is 1 - Jaccard(top-k of candidate, top-k of production) as document sets, so a mere
-    reordering inside the top k does not count; ties are ordered by question id. Questions whose
-    top-k sets are equal are left out, so fewer than `limit` may be returned.
+    A question changed when its primary metric (`cand_scores[i]` vs `prod_scores[i]`) moved or its top-`top_k`
+    document set did (a reordering alone moves the metric, not the set). Better and worse questions are each
+    ordered by how much the metric moved (then by how much the top-k set changed, then by id) and interleaved,
+    best gain first, so an approver sees what the candidate breaks beside what it fixes; questions whose set
+    changed while the metric did not ("same") follow, most changed set first. Ranks are read from the first
+    `depth` documents of each ranking.
     """
-    if not len(cand_ranked) == len(prod_ranked) == len(questions):
+    if not len(cand_ranked) == len(prod_ranked) == len(questions) == len(cand_scores) == len(prod_scores):
         raise ValueError(
-            f"{len(cand_ranked)} candidate rankings, {len(prod_ranked)} production rankings "
-            f"for {len(questions)} questions"
+            f"{len(cand_ranked)} candidate rankings, {len(prod_ranked)} production rankings, {len(cand_scores)} "
+            f"candidate and {len(prod_scores)} production scores for {len(questions)} questions"
         )
-    for name, value in (("limit", limit), ("top_k", top_k)):
+    for name, value in (("limit", limit), ("top_k", top_k), ("depth", depth)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    changed: list[ChangedQuestion] = []
-    for cand, prod, question in zip(cand_ranked, prod_ranked, questions, strict=True):
-        cand_top = tuple(dict.fromkeys(cand))[:top_k]
-        prod_top = tuple(dict.fromkeys(prod))[:top_k]
-        union = set(cand_top) | set(prod_top)
-        if not union:
+    by_direction: dict[Direction, list[ChangedQuestion]] = {"better": [], "worse": [], "same": []}
+    for cand, prod, question, c_score, p_score in zip(
+        cand_ranked, prod_ranked, questions, cand_scores, prod_scores, strict=True
+    ):
+        cand_docs, prod_docs = tuple(dict.fromkeys(cand))[:depth], tuple(dict.fromkeys(prod))[:depth]
+        cand_top, prod_top = set(cand_docs[:top_k]), set(prod_docs[:top_k])
+        union = cand_top | prod_top
+        change = 1.0 - len(cand_top & prod_top) / len(union) if union else 0.0
+        delta = float(c_score) - float(p_score)
+        direction: Direction = "better" if delta > _EPSILON else "worse" if delta < -_EPSILON else "same"
+        if direction == "same" and change == 0:
             continue
-        change = 1.0 - len(set(cand_top) & set(prod_top)) / len(union)
-        if change > 0:
-            changed.append(ChangedQuestion(question.id, change, cand_top, prod_top))
-    changed.sort(key=lambda c: (-c.change, c.id))
-    return changed[:limit]
+        relevant = tuple(
+            sorted(
+                (RelevantRank(doc, _rank(prod_docs, doc), _rank(cand_docs, doc)) for doc in question.relevant),
+                key=lambda r: (min(_or_last(r.production), _or_last(r.candidate)), r.document),
+            )
+        )
+        by_direction[direction].append(
+            ChangedQuestion(question.id, question.question, direction, delta, change, depth, relevant)
+        )
+    for items in by_direction.values():
+        items.sort(key=lambda c: (-abs(c.delta), -c.change, c.id))
+    alternating = [
+        c
+        for pair in itertools.zip_longest(by_direction["better"], by_direction["worse"])
+        for c in sorted((c for c in pair if c is not None), key=lambda c: -abs(c.delta))
+    ]
+    return (alternating + by_direction["same"])[:limit]
+
+
+def _rank(ranking: tuple[str, ...], document: str) -> int | None:
+    return ranking.index(document) + 1 if document in ranking else None
+
+
+def _or_last(rank: int | None) -> float:
+    return float("inf") if rank is None else rank

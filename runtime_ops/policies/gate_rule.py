@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from runtime_ops.policies.bootstrap import Interval, paired_bootstrap, per_question, percent
+from runtime_ops.policies.bootstrap import Interval, paired_bootstrap, per_question
 from runtime_ops.policies.gate_policy import GatePolicy
+from runtime_ops.policies.gate_text import Outcome, outcome_words
 
-__all__ = ["GateVerdict", "judge", "judge_interval"]
+__all__ = ["GateVerdict", "judge", "judge_interval", "outcome_of"]
 
 # Metrics are means over a few hundred questions; differences below this are float noise, and
 # without it 0.62 - 0.60 (= 0.0199999...) would miss a 0.02 margin it visibly meets.
@@ -30,6 +31,7 @@ class GateVerdict:
     auto_approve: bool
     reason: str
     delta: float | None
+    outcome: Outcome  # which case of the rule decided: its words start the reason
     interval: Interval | None = None
 
     def interval_dict(self) -> dict[str, float | int] | None:
@@ -41,6 +43,7 @@ class GateVerdict:
             "meets_policy": bool(self.meets_policy),
             "auto_approve": bool(self.auto_approve),
             "reason": self.reason,
+            "outcome": str(self.outcome),
             "delta": None if self.delta is None else float(self.delta),
             "interval": self.interval_dict(),
         }
@@ -65,7 +68,8 @@ def judge(
 
     - auto-approve only when the interval's lower bound is >= `auto_approve_margin`;
     - fails the policy only when its upper bound is < -`max_regression`;
-    - otherwise a human decides (the data cannot tell the models apart at the policy's precision).
+    - otherwise a human decides: better but below the margin, no detectable difference, or worse but not
+      beyond the allowed regression (`outcome_of` names which; `policies/gate_text.py` says it in words).
 
     Comparing two models on means alone is a ValueError: it cannot tell noise from improvement.
     A first model (no production) and a candidate that is the production model are auto-approved.
@@ -75,12 +79,12 @@ def judge(
     # policy and the evaluation disagree, which should fail loudly rather than wave a model through.
     cand = _metric_values(candidate, metric, "candidate")
     if production is None:
-        return GateVerdict(True, True, "first model: no production model to compare against", None)
+        return GateVerdict(True, True, outcome_words(Outcome.FIRST_MODEL), None, Outcome.FIRST_MODEL)
     if candidate_is_production:
         same_delta = None
         if metric in production:
             same_delta = _mean(cand) - _mean(_metric_values(production, metric, "production"))
-        return GateVerdict(True, True, "candidate is identical to the production model", same_delta)
+        return GateVerdict(True, True, outcome_words(Outcome.IDENTICAL), same_delta, Outcome.IDENTICAL)
 
     prod = _metric_values(production, metric, "production")
     if not isinstance(cand, np.ndarray) or not isinstance(prod, np.ndarray):
@@ -95,22 +99,35 @@ def judge(
 
 
 def judge_interval(interval: Interval, policy: GatePolicy) -> GateVerdict:
-    """The gate's rule applied to an already computed interval of the primary metric's mean delta."""
-    metric = policy.primary_metric
-    margin, limit = policy.auto_approve_margin, policy.max_regression
-    described = interval.describe(metric)
-    if interval.low >= margin - _EPSILON:
-        reason = f"{described}: lower bound clears the margin {margin:.3f}"
-        return GateVerdict(True, True, reason, interval.mean_delta, interval)
-    if interval.high < -limit - _EPSILON:
-        reason = f"{described}: upper bound is below the allowed regression -{limit:.3f}; regresses"
-        return GateVerdict(False, False, reason, interval.mean_delta, interval)
-    reason = (
-        f"{described}: inconclusive at {percent(interval.confidence)} confidence (lower bound below the "
-        f"auto-approve margin {margin:.3f}, upper bound not below the allowed regression -{limit:.3f}); "
-        "needs human approval"
-    )
-    return GateVerdict(True, False, reason, interval.mean_delta, interval)
+    """The gate's rule applied to an already computed interval of the primary metric's mean delta.
+
+    The reason reads "<outcome in words>: <the interval>; <what follows>", e.g. "better, but below the
+    auto-approve margin +1.000: ndcg@5 +0.124 [95% CI +0.085, +0.164] over 120 questions; needs human approval".
+    """
+    outcome = outcome_of(interval.low, interval.high, policy)
+    words = outcome_words(outcome, margin=policy.auto_approve_margin, max_regression=policy.max_regression)
+    auto_approve = outcome is Outcome.CLEARS_MARGIN
+    meets_policy = outcome is not Outcome.WORSE_BEYOND_LIMIT
+    follows = "auto-approved" if auto_approve else "needs human approval" if meets_policy else "fails the policy"
+    reason = f"{words}: {interval.describe(policy.primary_metric)}; {follows}"
+    return GateVerdict(meets_policy, auto_approve, reason, interval.mean_delta, outcome, interval)
+
+
+def outcome_of(low: float, high: float, policy: GatePolicy) -> Outcome:
+    """Which of the five cases an interval [low, high] of candidate - production is under `policy`.
+
+    Only the first case auto-approves and only the last fails the policy; the three between need a person. With
+    `auto_approve_margin` 0 an interval starting at 0 clears it (not worse, as the policy's author asked).
+    """
+    if low >= policy.auto_approve_margin - _EPSILON:
+        return Outcome.CLEARS_MARGIN
+    if high < -policy.max_regression - _EPSILON:
+        return Outcome.WORSE_BEYOND_LIMIT
+    if low > _EPSILON:
+        return Outcome.BETTER_BELOW_MARGIN
+    if high < -_EPSILON:
+        return Outcome.WORSE_WITHIN_LIMIT
+    return Outcome.NO_DIFFERENCE
 
 
 def _mean(values: float | np.ndarray) -> float:

@@ -214,7 +214,18 @@ def test_alice_sees_the_evidence_and_approves(world: World, page: Page, traffic:
         "mrr": ["0.5600", "0.5500", "+0.0100"],
     }
     assert page.locator("#metrics .up").count() == 3  # improvements are marked as such
-    assert "within margin: +0.010 ndcg@5 (margin 0.020)" in page.inner_text("#verdict")
+    # the verdict in words: better (the interval is above 0) but below the auto-approve margin, so a person decides
+    assert page.inner_text("#verdict").startswith("better, but below the auto-approve margin +0.020: ndcg@5 +0.010")
+    assert page.inner_text("#outcome-words") == "better, but below the auto-approve margin +0.020"
+    assert "ndcg@5 +0.010 (95% CI +0.002 to +0.018, 45 questions)" in page.inner_text("#interval")
+    # each changed question: better or worse, the question, its relevant document's rank under both models
+    changed = [li.strip() for li in page.locator("#changed li").all_inner_texts()]
+    assert changed == [
+        "worse: “what does a lease protect” — guide/lease.md: 1 → not in top 10",
+        "better: “how do I rotate the signing keys” — guide/keys.md: 3 → 1",
+    ]
+    assert page.locator("#changed .down").all_inner_texts() == ["worse"]
+    assert "production → candidate" in page.inner_text("#changed .label").lower()  # (the label is upper-cased)
     assert page.locator("#approve").is_visible() and page.locator("#reject").is_visible()
     assert page.locator("#progress").count() == 0  # one approval is enough: no M-of-N progress line
     # the evidence leads on to Dagster: the run that opened the request, the candidate model, the report

@@ -60,6 +60,7 @@ def test_noise_waits_for_a_human_better_promotes_worse_fails(
     assert checks["meets_policy"].passed and checks["human_approval"].passed
     meta: dict[str, Any] = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
     assert meta["ci_low"] >= 0.02 and meta["ci_low"] <= meta["mean_delta"] <= meta["ci_high"]
+    assert meta["reason"].startswith("better by at least the auto-approve margin +0.020: ndcg@5 ")
     good = store.registry.alias("production")
     assert good != poor
 
@@ -71,6 +72,9 @@ def test_noise_waits_for_a_human_better_promotes_worse_fails(
         assert not checks["human_approval"].passed, f"seed {seed}: noise must never auto-promote"
         meta = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
         assert meta["ci_low"] < 0.02 and meta["ci_high"] > -0.05
+        # Noise reads as one of the three cases a person decides, never as "inconclusive".
+        assert meta["reason"].startswith(("better, but below", "no detectable difference", "worse, but not beyond"))
+        assert meta["reason"].endswith("; needs human approval")
         assert store.registry.alias("production") == good
 
     # The pending request's Slack message shows the interval and the questions whose results changed most.
@@ -78,7 +82,16 @@ def test_noise_waits_for_a_human_better_promotes_worse_fails(
     view = Announcer(store, "x" * 32, "http://127.0.0.1:1", "http://127.0.0.1:2").view(pending)
     text = str(request_blocks(view))
     assert "Candidate minus production:" in text and "% CI" in text
-    assert "Changed most" in text or view.changed == []
+    assert view.changed, "two models of different seeds rank some question differently"
+    assert "Changed most" in text
+    # Each changed question says better/worse/same and where its relevant document ranks, not a list of keys.
+    report = store.evaluations.get_eval_report(pending["eval_report_id"])
+    assert report is not None
+    for item in report["verdict"]["changed_questions"]:
+        assert item["direction"] in ("better", "worse", "same") and item["question"] and item["depth"] == 10
+        assert item["relevant"] and {"document", "production", "candidate"} == set(item["relevant"][0])
+        assert "candidate_top" not in item
+    assert "Verdict: " in report["markdown"] and "production → candidate" in report["markdown"]
 
     # Clearly worse: the interval lies below -max_regression -> meets_policy fails, nothing is promoted.
     worse = _train(flow, dim=3)
@@ -86,4 +99,5 @@ def test_noise_waits_for_a_human_better_promotes_worse_fails(
     assert not checks["meets_policy"].passed
     meta = {k: v.value for k, v in checks["meets_policy"].metadata.items()}
     assert meta["ci_high"] < -0.05
+    assert meta["reason"].startswith("worse beyond the allowed regression -0.050: ndcg@5 ")
     assert store.registry.alias("production") == good

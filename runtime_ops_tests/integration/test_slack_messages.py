@@ -18,10 +18,13 @@ from runtime_ops.approvals.announce import Announcer, next_step
 from runtime_ops.approvals.slack.blocks import RequestView, request_blocks, request_text
 from runtime_ops.approvals.slack.client import SlackError, SlackNotifier, slack_client
 from runtime_ops.approvals.slack.interactions import Interaction, MalformedInteraction, parse_interaction
+from runtime_ops.policies.gate_text import interval_text
+from runtime_ops_tests.support.approvals_support import gate_evidence
 from runtime_ops_tests.support.slack_server import SlackServer, block_limit_violations
 from runtime_ops_tests.support.slack_signing import encode_payload, interaction_body, interaction_payload, sign
 
 TOKEN = "xoxb-1234-5678-runtimeopstesttoken"
+EVIDENCE = gate_evidence()
 CHANNEL = "C0APPROVALS"
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 PROMOTION_RUNS = "http://dagster.local/runs?q%5B%5D=tag%3Aruntime_ops%2Fapproval_id%3Dapr-0001"
@@ -53,7 +56,9 @@ def view(**overrides: Any) -> RequestView:
         "decided_by": [],
         "decision_reason": None,
         "metrics": [("recall@5", 0.82, 0.79), ("mrr", 0.61, 0.60), ("ndcg@10", 0.70, None)],
-        "verdict": "candidate beats production on recall@5 by 0.03 (margin 0.02) but loses nothing else",
+        "verdict": EVIDENCE["reason"],
+        "interval": interval_text(EVIDENCE["interval"]),
+        "changed": EVIDENCE["changed_questions"],
         "dagster_run_url": "http://dagster.local/runs/abc-123",
         "candidate_url": "http://dagster.local/assets/demo/embedding_model",
         "report_url": "http://dagster.local/assets/demo/evaluation_report",
@@ -131,7 +136,12 @@ def test_post_request_shows_buttons_while_pending(slack: SlackServer, notifier: 
     assert approve["confirm"]["confirm"]["text"] == "Approve" and reject["confirm"]["style"] == "danger"
 
     text = all_text(blocks)
-    assert "candidate beats production on recall@5" in text
+    assert "*Verdict:* *better, but below the auto-approve margin +0.020*: ndcg@5 +0.010" in text
+    assert "*Candidate minus production:* ndcg@5 +0.010 (95% CI +0.002 to +0.018, 45 questions)" in text
+    # the changed questions, compact: better or worse, the question, the relevant document's rank under both
+    assert "*Changed most* (relevant document's rank, production → candidate):" in text
+    assert "• worse: “what does a lease protect” — guide/lease.md: 1 → not in top 10" in text
+    assert "• better: “how do I rotate the signing keys” — guide/keys.md: 3 → 1" in text
     assert "recall@5" in text and "0.8200" in text and "0.7900" in text and "+0.0300" in text
     assert "ndcg@10" in text and "new" in text  # no production value: no delta
     assert "d1g35t012345" in text and "d1g35t0123456" not in text  # digest: first 12 chars
@@ -426,6 +436,7 @@ def test_server_rejects_blocks_beyond_slack_limits(notifier: SlackNotifier) -> N
 def test_huge_inputs_stay_within_slack_limits(slack: SlackServer, notifier: SlackNotifier) -> None:
     huge = view(
         verdict="& <" * 5000,
+        changed=[{**EVIDENCE["changed_questions"][0], "question": "& <" * 500}] * 50,
         metrics=[(f"metric_{i}_" + "n" * 300, i / 1000, None if i % 3 else i / 2000) for i in range(500)],
         approvals=[f"U{i:08d}" for i in range(300)],
         decision_reason="because " * 2000,

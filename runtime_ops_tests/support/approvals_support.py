@@ -12,7 +12,12 @@ from typing import Any
 
 import httpx
 
+from runtime_ops.models.golden import GoldenQuestion
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.policies.bootstrap import Interval
+from runtime_ops.policies.changed_questions import changed_questions
+from runtime_ops.policies.gate_policy import GatePolicy
+from runtime_ops.policies.gate_rule import judge_interval
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops_tests.support.servers import free_port
@@ -124,6 +129,32 @@ QUESTION_SET = hashlib.sha256(b"golden questions").hexdigest()  # the evaluation
 QUESTIONS = 45
 
 
+def gate_evidence() -> dict[str, Any]:
+    """The verdict's evidence in make_candidate's reports, written by the gate's own code: ndcg@5 better by 0.010
+    with an interval above 0 but below the default margin 0.020, and two changed questions (one better, one
+    worse) with their relevant document's rank under each model."""
+    verdict = judge_interval(Interval(0.01, 0.002, 0.018, QUESTIONS, 2000, 0.95), GatePolicy())
+    questions = [
+        GoldenQuestion("q-keys", "how do I rotate the signing keys", ("guide/keys.md",)),
+        GoldenQuestion("q-lease", "what does a lease protect", ("guide/lease.md",)),
+    ]
+    changed = changed_questions(
+        [["guide/keys.md", "guide/x.md"], ["guide/y.md", "guide/z.md"]],
+        [["guide/x.md", "guide/z.md", "guide/keys.md"], ["guide/lease.md", "guide/y.md"]],
+        questions,
+        [1.0, 0.2],
+        [0.5, 1.0],
+        depth=10,
+    )
+    assert verdict.interval is not None
+    return {
+        "reason": verdict.reason,
+        "outcome": str(verdict.outcome),
+        "interval": {**verdict.interval.to_dict(), "metric": "ndcg@5"},
+        "changed_questions": [c.to_dict() for c in changed],
+    }
+
+
 def _register(store: StateStore, name: str) -> dict[str, Any]:
     data = name.encode()
     digest = hashlib.sha256(data).hexdigest()
@@ -161,7 +192,7 @@ def make_candidate(
         verdict={
             "meets_policy": True,
             "auto_approve": False,
-            "reason": "within margin: +0.010 ndcg@5 (margin 0.020)",
+            **gate_evidence(),
             "delta": 0.01,
             "primary_metric": "ndcg@5",
             "question_set": QUESTION_SET,

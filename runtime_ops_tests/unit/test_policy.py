@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from runtime_ops.policies import bootstrap as gate
 from runtime_ops.policies.bootstrap import paired_bootstrap
-from runtime_ops.policies.changed_questions import ChangedQuestion, changed_questions
 from runtime_ops.policies.digests import candidate_digest, report_digest
 from runtime_ops.policies.gate_policy import GatePolicy
 from runtime_ops.policies.gate_rule import GateVerdict, judge, judge_interval
+from runtime_ops.policies.gate_text import Outcome
 
 POLICY = GatePolicy()  # ndcg@5, margin 0.02, max regression 0.05
 
 
 def test_first_model_is_auto_approved() -> None:
     verdict = judge({"ndcg@5": 0.1}, None, POLICY)
-    assert verdict == GateVerdict(True, True, "first model: no production model to compare against", None)
+    assert verdict == GateVerdict(
+        True, True, "first model: no production model to compare against", None, Outcome.FIRST_MODEL
+    )
 
 
 def test_candidate_identical_to_production_is_auto_approved() -> None:
@@ -201,9 +202,11 @@ def test_clear_improvement_auto_approves_with_the_interval_in_the_reason() -> No
     assert interval is not None
     assert verdict.meets_policy and verdict.auto_approve
     assert verdict.delta == interval.mean_delta
+    assert verdict.outcome is Outcome.CLEARS_MARGIN
     assert verdict.reason == (
+        "better by at least the auto-approve margin +0.020: "
         f"ndcg@5 {interval.mean_delta:+.3f} [95% CI {interval.low:+.3f}, {interval.high:+.3f}] "
-        "over 300 questions: lower bound clears the margin 0.020"
+        "over 300 questions; auto-approved"
     )
     as_dict = verdict.to_dict()
     assert as_dict["interval"] == interval.to_dict() == verdict.interval_dict()
@@ -214,15 +217,17 @@ def test_clear_regression_fails_policy() -> None:
     cand, prod = _paired_scores(12, 300, shift=-0.15)
     verdict = judge({"ndcg@5": cand}, {"ndcg@5": prod}, POLICY)
     assert not verdict.meets_policy and not verdict.auto_approve
-    assert "upper bound is below the allowed regression -0.050" in verdict.reason
+    assert verdict.outcome is Outcome.WORSE_BEYOND_LIMIT
+    assert verdict.reason.startswith("worse beyond the allowed regression -0.050: ndcg@5 ")
+    assert verdict.reason.endswith("; fails the policy")
 
 
 def test_small_win_on_few_questions_needs_a_human() -> None:
     cand, prod = _paired_scores(13, 40, shift=0.03)
     verdict = judge({"ndcg@5": cand}, {"ndcg@5": prod}, POLICY)
     assert verdict.meets_policy and not verdict.auto_approve
-    assert "over 40 questions: inconclusive at 95% confidence" in verdict.reason
-    assert verdict.reason.endswith("needs human approval")
+    assert verdict.outcome in (Outcome.BETTER_BELOW_MARGIN, Outcome.NO_DIFFERENCE)
+    assert "over 40 questions; needs human approval" in verdict.reason
 
 
 def test_judge_interval_boundaries_and_reason_format() -> None:
@@ -234,10 +239,10 @@ def test_judge_interval_boundaries_and_reason_format() -> None:
     assert not at(0.019, 0.05).auto_approve
     assert not at(-0.09, -0.051).meets_policy
     assert at(-0.09, -0.05).meets_policy  # upper bound exactly at the allowed regression
-    assert at(0.012, 0.049).reason.startswith("ndcg@5 +0.031 [95% CI +0.012, +0.049] over 120 questions: ")
+    assert ": ndcg@5 +0.031 [95% CI +0.012, +0.049] over 120 questions; " in at(0.012, 0.049).reason
     # Rounding happens before the sign is chosen, so -0.0001 never prints as "-0.000".
     one = judge_interval(gate.Interval(-0.0, -0.0001, 0.0001, 1, 2000, 0.9), POLICY)
-    assert one.reason.startswith("ndcg@5 +0.000 [90% CI +0.000, +0.000] over 1 question: ")
+    assert ": ndcg@5 +0.000 [90% CI +0.000, +0.000] over 1 question; " in one.reason
 
 
 def test_judge_per_question_edge_cases() -> None:
@@ -270,34 +275,3 @@ def test_judge_per_question_edge_cases() -> None:
 def test_invalid_bootstrap_policy_is_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         GatePolicy(**kwargs)  # type: ignore[arg-type]
-
-
-# -- changed questions ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Q:
-    id: str
-
-
-def test_changed_questions_orders_by_change_then_id() -> None:
-    questions = [_Q("q-same"), _Q("q-b"), _Q("q-a"), _Q("q-reordered"), _Q("q-one"), _Q("q-empty")]
-    cand = [["a", "b"], ["x", "y"], ["x", "y"], ["b", "a"], ["a", "b", "c"], []]
-    prod = [["a", "b"], ["p", "q"], ["p", "q"], ["a", "b"], ["a", "b", "d"], []]
-    changed = changed_questions(cand, prod, questions, limit=5, top_k=3)
-    # q-a and q-b share nothing (change 1.0, ordered by id); q-one shares 2 of 4 documents.
-    assert [(c.id, c.change) for c in changed] == [("q-a", 1.0), ("q-b", 1.0), ("q-one", 0.5)]
-    assert changed[0] == ChangedQuestion("q-a", 1.0, ("x", "y"), ("p", "q"))
-    assert changed[0].to_dict() == {
-        "id": "q-a",
-        "change": 1.0,
-        "candidate_top": ["x", "y"],
-        "production_top": ["p", "q"],
-    }
-    assert [c.id for c in changed_questions(cand, prod, questions, limit=2, top_k=3)] == ["q-a", "q-b"]
-    # Only the top k count: beyond k=2, q-one's lists agree.
-    assert [c.id for c in changed_questions(cand, prod, questions, top_k=2)] == ["q-a", "q-b"]
-    with pytest.raises(ValueError, match="questions"):
-        changed_questions(cand, prod[:1], questions)
-    with pytest.raises(ValueError, match="limit"):
-        changed_questions(cand, prod, questions, limit=0)

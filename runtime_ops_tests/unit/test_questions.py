@@ -5,9 +5,16 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
+import runtime_ops
+from runtime_ops.demo import CORPUS_DIR, corpus_keys
+from runtime_ops.documents.chunk_profiles import chunker
+from runtime_ops.documents.parsing import parse_document
+from runtime_ops.embedders.token_counts import declared_profile
 from runtime_ops.models.golden import GoldenQuestion
 from runtime_ops.models.questions import (
     GeneratedQuestion,
@@ -15,8 +22,12 @@ from runtime_ops.models.questions import (
     generate_questions,
     provenance_mix,
     question_set_version,
+    reads_as_words,
     split_holdout,
 )
+from runtime_ops.pipeline.attributes import PipelineAttributes
+from runtime_ops.pipeline.resolve import resolve_spec
+from runtime_ops.settings import load_settings
 
 _VOCABULARY = """
 scheduler retries pipeline backfill partition sensor webhook landing bucket embedding model registry
@@ -241,3 +252,69 @@ def test_bounded_selection_matches_an_unbounded_one_with_duplicates_and_shuffles
     for n in (1, 4, 15):
         assert generate_questions(rows, n=n, seed=seed) == unbounded[:n]
         rng.shuffle(rows)
+
+
+# -- questions read as words ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "stdev 1.5 2.5 2.75 4.75 1.0810874155219827",  # the issue's example
+        "list 1 3 5 7 0 2 4 8 10 15",
+        "x00 x01 x02 x03 x05 x06 x07 x0b x0c x0e x0f",
+        "prec 28 Emin 425000000 Emax",
+        "10 ms 20 ms 50 ms",
+        "3.14 kg/m2",
+        "",
+    ],
+)
+def test_numeric_text_does_not_read_as_words(text: str) -> None:
+    assert not reads_as_words(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rotate the signing keys",
+        "random.gauss(mu=0.0, sigma=1.0)",
+        "interpreted two data interval 1.5-2.5 three 2.5-3.5 one 3.5-4.5",
+        "Python 3.11 release notes",
+    ],
+)
+def test_prose_identifiers_and_some_numbers_read_as_words(text: str) -> None:
+    assert reads_as_words(text)
+
+
+def test_a_numeric_sentence_gives_way_to_the_chunks_next_best_one() -> None:
+    # The value list is the most "salient" sentence (numbers weigh extra) but does not read as words.
+    text = (
+        "## 12 34 56\n\n"
+        "Values 1.5 2.5 2.75 4.75 1.0810874155219827 3.25 9.5 7.75 are listed here 12 14 16.\n"
+        "The scheduler retries a failed partition after the configured backoff interval expires."
+    )
+    [question] = generate_questions([(1, "doc", text)], n=5, min_chunk_chars=10)
+    assert question.provenance["method"] == "inverse_cloze"
+    assert "scheduler" in question.question and reads_as_words(question.question)
+
+
+def test_no_generated_question_of_the_demo_corpus_is_numeric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNTIME_OPS_HOME", str(tmp_path))
+    defs = Path(runtime_ops.__file__).parent / "defs" / "demo" / "defs.yaml"
+    attrs = PipelineAttributes.model_validate(yaml.safe_load(defs.read_text(encoding="utf-8"))["attributes"])
+    spec = resolve_spec(attrs, load_settings(), base_dir=defs.parent)
+    cut = chunker(declared_profile(spec.embedder, spec.chunking))
+    chunks = [
+        (i, key, piece)
+        for i, (key, piece) in enumerate(
+            (key, piece)
+            for key in corpus_keys()
+            for piece in cut(parse_document(key, (CORPUS_DIR / key).read_bytes(), max_bytes=10 << 20).text)
+        )
+    ]
+    generated = generate_questions(chunks, n=len(chunks), seed=spec.evaluation.seed)
+    assert len(generated) > 300  # nearly every chunk still gives a question
+    assert [q.question for q in generated if not reads_as_words(q.question)] == []
+    # Not vacuous: the demo corpus has chunks that are mostly values, whose salient sentence does not read as words.
+    numeric = [piece for _, _, piece in chunks if any(not reads_as_words(s) for s in piece.split("\n") if len(s) > 20)]
+    assert numeric

@@ -26,6 +26,7 @@ from runtime_ops.approvals.slack.text import (
     truncate,
     version_label,
 )
+from runtime_ops.policies.gate_text import changed_lines, verdict_parts
 
 MAX_BLOCKS = 50
 MAX_HEADER_TEXT = 150
@@ -67,7 +68,8 @@ class RequestView:
     metrics: list[tuple[str, float, float | None]] = field(default_factory=list)  # name, candidate, production
     verdict: str = ""
     interval: str = ""  # the paired bootstrap interval of candidate - production, as text
-    changed: list[str] = field(default_factory=list)  # questions whose top results changed most
+    # questions whose results changed most, as stored with the verdict (`policies/changed_questions.py`)
+    changed: list[dict[str, Any]] = field(default_factory=list)
     dagster_run_url: str | None = None  # the run that opened the request
     candidate_url: str | None = None  # the candidate model's asset
     report_url: str | None = None  # the evaluation report's asset
@@ -230,7 +232,11 @@ def _evidence_blocks(view: RequestView) -> list[dict[str, Any]]:
     if view.interval:
         parts.append(f"*Candidate minus production:* {escape(view.interval)}")
     if view.changed:
-        parts.append("*Changed most:*\n" + "\n".join(f"• {escape(truncate(line, 300))}" for line in view.changed))
+        lines = changed_lines(view.changed, compact=True)
+        parts.append(
+            "*Changed most* (relevant document's rank, production → candidate):\n"
+            + "\n".join(f"• {escape(truncate(line, 300))}" for line in lines)
+        )
     if not parts:
         return []
     return [{"type": "section", "block_id": "evidence", "text": mrkdwn("\n".join(parts), MAX_SECTION_TEXT)}]
@@ -259,7 +265,8 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
         if prod
         else f"Candidate *{version_label(view.candidate_version)}* (no model in production yet)"
     )
-    verdict = escape(view.verdict) if view.verdict else "_no verdict_"
+    words, rest = verdict_parts(view.verdict)
+    verdict = f"*{escape(words)}*" + (f": {escape(rest)}" if rest else "") if view.verdict else "_no verdict_"
     intro = f"{comparing}\n*Verdict:* "
     caption = f"Both columns scored on evaluation {on}" if on else ""
     blocks: list[dict[str, Any]] = [
