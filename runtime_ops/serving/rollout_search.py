@@ -55,6 +55,7 @@ class Served:
     version and index each arm used. `result` is the ranking whose embedder and query vector the answer route
     scores sentences with (the candidate's for a canary request, else production's)."""
 
+    request_id: str
     arm: str
     hits: list[SearchHit]
     teams: list[str | None]
@@ -67,6 +68,13 @@ class Served:
         if self.arm != INTERLEAVED:
             return [h.as_dict() for h in self.hits]
         return [{**h.as_dict(), "team": team} for h, team in zip(self.hits, self.teams, strict=True)]
+
+    def sources(self, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """An answer's sources, each with the team of the chunk it cites first when interleaved."""
+        if self.arm != INTERLEAVED:
+            return sources
+        team = {h.chunk_id: t for h, t in zip(self.hits, self.teams, strict=True)}
+        return [{**s, "team": team.get(s["chunk_id"])} for s in sources]
 
 
 def _by(label: str, arm: str, result: SearchResult) -> dict[str, Any]:
@@ -133,25 +141,27 @@ class RolloutSearch:
     def search(self, query: str, k: int, *, request_id: str, session: str | None) -> Served:
         found = self.active()
         if found is None:
-            return self._production(query, k)
+            return self._production(request_id, query, k)
         rollout = found.rollout
         placed = assign(rollout["mode"], float(rollout["share"]), found.id, request_id=request_id, session=session)
         try:
             return self._serve(found, placed, query, k, request_id)
         except (NoServingIndex, VectorStoreError) as exc:
             log.warning(f"pipeline {self.spec.name}: candidate of rollout #{found.id} failed, production serves: {exc}")
-            return self._production(query, k)
+            return self._production(request_id, query, k)
 
-    def _production(self, query: str, k: int, rollout_id: int | None = None) -> Served:
+    def _production(self, request_id: str, query: str, k: int, rollout_id: int | None = None) -> Served:
         result = self.searcher.search([query], k)
         hits = result.hits[0]
-        return Served(PRODUCTION, hits, [None] * len(hits), [_by("arm", PRODUCTION, result)], result, rollout_id)
+        served_by = [_by("arm", PRODUCTION, result)]
+        return Served(request_id, PRODUCTION, hits, [None] * len(hits), served_by, result, rollout_id)
 
     def _serve(self, found: ActiveRollout, placed: Assignment, query: str, k: int, request_id: str) -> Served:
         if placed.arm == CANDIDATE:
             result = self.searcher.search_index(found.candidate_index, [query], k)
             hits = result.hits[0]
-            return Served(CANDIDATE, hits, [None] * len(hits), [_by("arm", CANDIDATE, result)], result, found.id)
+            served_by = [_by("arm", CANDIDATE, result)]
+            return Served(request_id, CANDIDATE, hits, [None] * len(hits), served_by, result, found.id)
         if placed.arm == INTERLEAVED:
             production = self.searcher.search([query], k)
             candidate = self.searcher.search_index(found.candidate_index, [query], k)
@@ -159,6 +169,7 @@ class RolloutSearch:
                 production.hits[0], candidate.hits[0], k, random.Random(request_id), key=lambda h: h.chunk_id
             )
             return Served(
+                request_id,
                 INTERLEAVED,
                 [d.item for d in drafted],
                 [d.team for d in drafted],
@@ -167,7 +178,7 @@ class RolloutSearch:
                 found.id,
             )
         started = time.perf_counter()
-        served = self._production(query, k, found.id)
+        served = self._production(request_id, query, k, found.id)
         if placed.shadow:
             self._compare(found, query, k, served.hits, time.perf_counter() - started)
         return served
