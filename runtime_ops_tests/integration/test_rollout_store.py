@@ -125,3 +125,12 @@ def test_shadow_comparisons_add_up_on_the_row(store: StateStore) -> None:
     assert row is not None and row["shadow_queries"] == 2
     assert row["shadow_overlap_sum"] == pytest.approx(1.6) and row["shadow_overlap_sq_sum"] == pytest.approx(1.36)
     assert row["shadow_log_latency_ratio_sum"] == pytest.approx(0.6931, abs=1e-3)
+
+
+def test_rollouts_table_matches_its_migration(store: StateStore) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with store.engine.connect() as conn:
+        diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
+    assert [d for d in diffs if "rollouts" in repr(d)] == []
