@@ -40,9 +40,11 @@ def start_rollout(
     production = store.registry.alias(PRODUCTION_ALIAS)
     if production is None:
         return "rollout: none (a first model has no production to compare with)"
+    beside = store.rollouts.for_request(request["id"])
+    if beside is not None:  # a check run again (a retry, a re-materialization) does not start a second one
+        how = "active" if beside["status"] == "active" else f"{beside['status']}: {beside['reason']}"
+        return f"rollout #{beside['id']}: {beside['mode']} at {beside['share']:g}, {how}"
     active = store.rollouts.active()
-    if active is not None and active["approval_id"] == request["id"]:
-        return f"rollout #{active['id']}: {active['mode']} at {active['share']:g}, active"
     # Minutes for a new model: the candidate's index is filled from the whole corpus (resumable), or synced.
     index = ensure_index(store, vectors, version, log=log, run_id=run_id)
     current = store.requests.get_request(request["id"])

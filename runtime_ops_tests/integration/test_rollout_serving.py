@@ -110,6 +110,11 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
                 assert r["chunk_id"] in (production if r["team"] == "production" else candidate)
             teams_seen |= {r["team"] for r in body["results"]}
         assert teams_seen == {"production", "candidate"}
+        resp = httpx.post(f"{api.url}/api/answer", json={"question": QUERIES[0]}, headers=headers, timeout=30)
+        assert resp.status_code == 200, resp.text
+        answer = resp.json()
+        assert answer["arm"] == "interleaved" and len(answer["served_by"]) == 2
+        assert answer["sources"] and all(s["team"] in ("production", "candidate") for s in answer["sources"])
 
         # Canary: sticky per session, about half of the sessions on the candidate alone.
         _switch(store, "canary", 0.5)

@@ -134,3 +134,29 @@ def test_rollouts_table_matches_its_migration(store: StateStore) -> None:
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
     assert [d for d in diffs if "rollouts" in repr(d)] == []
+
+
+def test_a_request_gets_one_rollout_however_often_its_check_runs(store: StateStore, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from runtime_ops.pipeline.spec import LandingSpec, PipelineSpec, RolloutSpec, VectorStoreSpec
+    from runtime_ops.serving.rollout_start import start_rollout
+    from runtime_ops.vectors.factory import pipeline_vector_store
+
+    request, index_id = _pending(store, "a")
+    started = _start(store, request, index_id, max_duration=timedelta(hours=1))
+    spec = PipelineSpec(
+        name="demo",
+        landing=LandingSpec(uri=str(tmp_path)),
+        golden_set=tmp_path,
+        alert_rules=tmp_path,
+        rollout=RolloutSpec(mode="canary"),
+    )
+    vectors = pipeline_vector_store(VectorStoreSpec(url=f"lance://{tmp_path / 'vectors'}"))
+    assert start_rollout(store, spec, vectors, request) == f"rollout #{started['id']}: interleave at 0.1, active"
+    run_deadlines(store, datetime.now(UTC) + timedelta(hours=2))  # it ran its course
+    said = start_rollout(store, spec, vectors, request)
+    assert said.startswith(f"rollout #{started['id']}: interleave at 0.1, completed: max_duration reached")
+    assert store.rollouts.active() is None and len(store.rollouts.history()) == 1
+    off = replace(spec, rollout=RolloutSpec())
+    assert start_rollout(store, off, vectors, request) == "rollout: off (rollout.mode)"

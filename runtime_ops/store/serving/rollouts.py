@@ -109,6 +109,12 @@ class Rollouts(Repository):
             q = select(_RO).where(_RO.c.pipeline == pipeline, _RO.c.status == ACTIVE)
             return row_dict(conn.execute(q).first())
 
+    def for_request(self, approval_id: str) -> dict[str, Any] | None:
+        """The newest rollout beside approval request `approval_id` (any status), or None."""
+        with self.tx() as conn:
+            q = select(_RO).where(_RO.c.approval_id == approval_id, self.owned(_RO)).order_by(_RO.c.id.desc())
+            return row_dict(conn.execute(q.limit(1)).first())
+
     def history(self, limit: int = 20) -> list[dict[str, Any]]:
         with self.tx() as conn:
             q = select(_RO).where(self.owned(_RO)).order_by(_RO.c.id.desc()).limit(limit)
