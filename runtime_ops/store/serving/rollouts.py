@@ -22,7 +22,7 @@ from runtime_ops.store.approvals.audit import Audit
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository, row_dict
 
-_RO = t.rollouts
+_RO, _REQ = t.rollouts, t.approval_requests
 
 ACTIVE, STOPPED, COMPLETED, ROLLED_BACK = "active", "stopped", "completed", "rolled_back"
 ENDED = (STOPPED, COMPLETED, ROLLED_BACK)
@@ -215,6 +215,11 @@ def stop_active_in(
     where = [_RO.c.pipeline == pipeline, _RO.c.status == ACTIVE]
     if approval_id is not None:
         where.append(_RO.c.approval_id == approval_id)
+    # Lock order: the request's row, then the rollout's (as the request's compensation takes them), so a production
+    # move stopping this rollout while its request is compensated waits instead of deadlocking.
+    beside = conn.execute(select(_RO.c.approval_id).where(and_(*where))).scalar()
+    if beside is not None:
+        conn.execute(select(_REQ.c.id).where(_REQ.c.id == beside).with_for_update())
     row = conn.execute(select(_RO).where(and_(*where)).with_for_update()).first()
     if row is None:
         return None
