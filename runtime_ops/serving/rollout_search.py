@@ -97,6 +97,7 @@ class RolloutSearch:
         self._lock = threading.Lock()
         self._read_at: float | None = None
         self._active: ActiveRollout | None = None
+        self._unservable: int | None = None  # the rollout whose candidate index could not be read
         self._shadow = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"runtime-ops-shadow-{spec.name}")
         self._shadow_slots = threading.BoundedSemaphore(shadow_capacity)
         self.shadow_dropped = 0
@@ -125,7 +126,9 @@ class RolloutSearch:
         try:
             return ActiveRollout(row, self.searcher.index_row(int(row["candidate_index_id"])))
         except NoServingIndex as exc:
-            log.warning(f"pipeline {self.spec.name}: rollout #{row['id']} is active but serves production: {exc}")
+            if self._unservable != row["id"]:  # said once per rollout, not at every read
+                log.warning(f"pipeline {self.spec.name}: rollout #{row['id']} is active but serves production: {exc}")
+                self._unservable = int(row["id"])
             return None
 
     def warm(self) -> int | None:

@@ -86,6 +86,7 @@ def test_production_moving_stops_the_rollout_in_the_same_write(store: StateStore
     )
     assert ended["ended_at"] is not None
     assert _events(store, request["id"]) == [("rollout_started", "interleave"), ("rollout_stopped", "stopped")]
+    assert store.audit_log.verify().ok
 
 
 def test_a_request_ending_without_approval_stops_its_rollout(store: StateStore) -> None:
@@ -100,6 +101,7 @@ def test_a_request_ending_without_approval_stops_its_rollout(store: StateStore) 
     [compensated] = [r for r in store.audit_log.records(request["id"]) if r["event"] == "compensated"]
     assert compensated["detail"]["rollout"]["rollout_id"] == started["id"]
     assert compensated["detail"]["removed"] is True, "the canary alias went with it"
+    assert store.audit_log.verify().ok
 
 
 def test_a_rollout_ends_after_its_max_duration(store: StateStore) -> None:
