@@ -91,6 +91,7 @@ def create_app(
             finally:
                 tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(app.state.warmup.stop)
+        app.state.searchers.close()  # the rollouts' shadow executors
         await anyio.to_thread.run_sync(lambda: ops.refusals.flush(final=True))
         if ops.refusals.shared is not None:
             ops.refusals.shared.close()

@@ -5,7 +5,8 @@ and `/readyz` says "warming up" until every pipeline is through it. Loading on t
 seconds (an embedder's weights, the index's files) while the next took milliseconds.
 
 The same loop then looks at every pipeline's `retrieval_index` alias every WARM_EVERY_S seconds and loads an index
-a promotion or a rollback moved it to, so no request pays for that either (one alias read per pipeline per look).
+a promotion or a rollback moved it to, so no request pays for that either (one alias read per pipeline per look);
+likewise the candidate index of a pipeline's active rollout (`serving/rollout_search.py`).
 A pipeline with no serving index yet is no reason to stay unready: the probe says so and the loop loads the index
 once it exists. A pipeline whose load fails (its vector store is down, its weights were collected) is logged and
 tried again on the next look; the probe names it, and until it loads its requests load on demand as before.
@@ -21,6 +22,7 @@ from fastapi import HTTPException, Request
 from runtime_ops.api.deps import OpsContext
 from runtime_ops.components.loading import load_specs
 from runtime_ops.pipeline.spec import PipelineSpec
+from runtime_ops.serving.rollout_search import RolloutSearch
 from runtime_ops.serving.search import NoServingIndex, Searcher
 from runtime_ops.vectors.base import VectorStoreError
 from runtime_ops.vectors.factory import pipeline_vector_store
@@ -38,6 +40,7 @@ class Searchers:
         self.ops = ops
         self._lock = threading.Lock()
         self._by_name: dict[str, tuple[PipelineSpec, Searcher]] = {}
+        self._routed: dict[str, RolloutSearch] = {}
         self._specs: dict[str, PipelineSpec] | None = None
 
     def specs(self) -> dict[str, PipelineSpec]:
@@ -63,6 +66,20 @@ class Searchers:
                     raise HTTPException(503, f"pipeline {name}: {exc}") from None
                 found = self._by_name[name] = (spec, Searcher(self.ops.store.scoped(name), vectors))
         return found
+
+    def routed(self, name: str | None) -> tuple[PipelineSpec, RolloutSearch]:
+        """The pipeline's searcher behind its rollout routing (production alone while no rollout is active)."""
+        spec, searcher = self.get(name)
+        with self._lock:
+            found = self._routed.get(spec.name)
+            if found is None:
+                found = self._routed[spec.name] = RolloutSearch(spec, searcher)
+        return spec, found
+
+    def close(self) -> None:
+        with self._lock:
+            for routed in self._routed.values():
+                routed.close()
 
 
 class ServingWarmup:
@@ -100,6 +117,7 @@ class ServingWarmup:
                 state = LOADED
                 if index_id != before:
                     log.info(f"pipeline {name}: serving index #{index_id} loaded")
+                self._warm_candidate(name)
             except NoServingIndex as exc:
                 state = NO_INDEX
                 log.debug(f"pipeline {name}: {exc}")
@@ -113,6 +131,15 @@ class ServingWarmup:
                 )
             with self._lock:
                 self._state[name] = state
+
+    def _warm_candidate(self, name: str) -> None:
+        """The active rollout's candidate index, if any; a failure leaves production serving warm (its requests fall
+        back to production until the candidate loads)."""
+        try:
+            _, routed = self.searchers.routed(name)
+            routed.warm()
+        except Exception as exc:
+            log.debug(f"pipeline {name}: could not load the rollout's candidate index, retrying: {exc}")
 
     def start(self) -> None:
         """`warm_all` now and every WARM_EVERY_S seconds until `stop`, in a thread of its own: loading blocks, and

@@ -25,6 +25,8 @@ from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_lines
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import IO_RETRY
+from runtime_ops.serving.rollout_start import start_rollout
+from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import alert_requester
 from runtime_ops.tags import ALERT_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
@@ -204,6 +206,8 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             # block production_model, which sees the pending request itself and leaves production as it is.
             metadata.update(pending_metadata(outcome.request))
             context.log.info(outcome.message)
+            if spec.rollout.enabled:
+                metadata["rollout"] = _rollout_beside(context, store, spec, outcome.request)
             return dg.AssetCheckResult(
                 passed=False,
                 severity=dg.AssetCheckSeverity.WARN,
@@ -215,6 +219,21 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         return dg.AssetCheckResult(passed=outcome.passed, description=outcome.message, metadata=metadata)
 
     return [meets_policy, human_approval]
+
+
+def _rollout_beside(
+    context: dg.AssetCheckExecutionContext, store: StateStore, spec: PipelineSpec, request: dict[str, Any]
+) -> str:
+    """Start the rollout beside a pending request (`rollout:` in defs.yaml). A rollout that cannot start is logged
+    and leaves the gate's answer as it is: live traffic is extra evidence, never a condition of waiting for a
+    person."""
+    try:
+        return start_rollout(
+            store, spec, pipeline_vectors(spec), request, run_id=context.run.run_id, log=context.log.info
+        )
+    except Exception as exc:
+        context.log.warning(f"rollout of candidate v{request['candidate_version']} not started: {exc}")
+        return f"rollout: not started: {exc}"
 
 
 def pending_metadata(request: dict[str, Any]) -> dict[str, dg.MetadataValue | str]:

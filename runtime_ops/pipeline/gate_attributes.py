@@ -12,8 +12,26 @@ import dagster as dg
 from pydantic import Field
 
 from runtime_ops.pipeline.attribute_types import Fraction
-from runtime_ops.policies.gate_policy import GatePolicy
+from runtime_ops.policies.gate_policy import GatePolicy, OnlinePolicy
 from runtime_ops.settings import Settings
+
+
+class OnlineGateAttributes(dg.Resolvable, dg.Model):
+    """`gate.online`: evidence from live traffic (the pipeline's `rollout:`) the gate may require."""
+
+    required: bool = Field(
+        default=OnlinePolicy.required,
+        description="Auto-approve only when the online comparison (the rollout's interleaving, canary or shadow "
+        "evidence) clears too; a first model has nothing to compare with and skips it.",
+    )
+    min_queries: int = Field(
+        default=OnlinePolicy.min_queries,
+        ge=1,
+        description="Live queries the online comparison must count before it can decide.",
+    )
+
+    def policy(self) -> OnlinePolicy:
+        return OnlinePolicy(required=self.required, min_queries=self.min_queries)
 
 
 class GateAttributes(dg.Resolvable, dg.Model):
@@ -36,9 +54,13 @@ class GateAttributes(dg.Resolvable, dg.Model):
         description="Confidence of the paired bootstrap interval of candidate - production.",
     )
     resamples: int = Field(default=GatePolicy.resamples, ge=100, le=100_000, description="Bootstrap resamples.")
+    online: OnlineGateAttributes = Field(
+        default_factory=OnlineGateAttributes,
+        description="Evidence from live traffic: {required: false, min_queries: 500}.",
+    )
 
     def policy(self, settings: Settings) -> GatePolicy:
         """The pipeline's gate policy: each field as declared here, else its process-wide default, else the
         built-in one."""
-        declared = {name: value for name, value in self if value is not None}
-        return GatePolicy(**{**settings.gate_defaults, **declared})
+        declared = {name: value for name, value in self if value is not None and name != "online"}
+        return GatePolicy(**{**settings.gate_defaults, **declared}, online=self.online.policy())

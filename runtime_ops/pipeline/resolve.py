@@ -294,5 +294,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         retention=RetentionSpec(keep_previous=attrs.retention.keep_previous, keep_recent=attrs.retention.keep_recent),
         backfill=BackfillSpec(shards=attrs.backfill.shards, pool=attrs.backfill.pool, cores=attrs.backfill.cores),
         timeouts=_timeouts(attrs, settings),
+        rollout=attrs.rollout.spec(),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 
 from runtime_ops.policies.gate_policy import GatePolicy
@@ -195,6 +196,60 @@ class BackfillSpec:
     cores: int = 1  # cores each partition run embeds with (its share of a worker: the pool runs several)
 
 
+ROLLOUT_MODES = ("off", "shadow", "interleave", "canary")
+# What keeps a caller on one arm across requests. Only `session` for now (the `session` the caller sends, else the
+# request id): the field exists so a later key (an account, a tenant) is a new value, not a new section.
+STICKY_KEYS = ("session",)
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """How a candidate meets live traffic while it waits for a decision (`rollout:` in defs.yaml; default off).
+
+    shadow: a sampled `share` of requests also runs on the candidate, off the response path, and only the comparison
+    is kept; interleave: a `share` of requests is served a team-draft interleaving of both models' results;
+    canary: a sticky `share` of sessions is served by the candidate alone. `ramp`: the shares a rollout after
+    approval steps through (increasing, ending at 1.0); `min_queries` and `max_duration` bound each rollout.
+    """
+
+    mode: str = "off"
+    share: float = 0.05
+    sticky: str = "session"
+    min_queries: int = 500
+    max_duration: timedelta = timedelta(days=7)
+    ramp: tuple[float, ...] = (0.05, 0.25, 1.0)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ROLLOUT_MODES:
+            raise ValueError(f"rollout.mode {self.mode!r} is not one of {', '.join(ROLLOUT_MODES)}")
+        if isinstance(self.share, bool) or not 0.0 < self.share <= 1.0:
+            raise ValueError(f"rollout.share must be above 0 and at most 1 (0.05: 5% of traffic), got {self.share!r}")
+        if self.sticky not in STICKY_KEYS:
+            raise ValueError(f"rollout.sticky {self.sticky!r} is not supported: only {', '.join(STICKY_KEYS)} for now")
+        if isinstance(self.min_queries, bool) or self.min_queries < 1:
+            raise ValueError(f"rollout.min_queries must be at least 1, got {self.min_queries!r}")
+        if self.max_duration <= timedelta(0):
+            raise ValueError("rollout.max_duration must be a positive duration (e.g. 7d)")
+        check_ramp(self.ramp)
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+
+def check_ramp(ramp: tuple[float, ...] | list[float]) -> None:
+    """A ramp is one or more shares in (0, 1], strictly increasing, the last one 1.0 (the whole traffic)."""
+    if not ramp:
+        raise ValueError("rollout.ramp needs at least one share, ending at 1.0")
+    for share in ramp:
+        if isinstance(share, bool) or not 0.0 < share <= 1.0:
+            raise ValueError(f"rollout.ramp: every share must be above 0 and at most 1, got {share!r}")
+    if any(b <= a for a, b in pairwise(ramp)):
+        raise ValueError(f"rollout.ramp must increase step by step, got {list(ramp)}")
+    if ramp[-1] != 1.0:
+        raise ValueError(f"rollout.ramp must end at 1.0 (the whole traffic), got {list(ramp)}")
+
+
 JOB_NAMES = ("ingest_job", "train_job", "promotion_job", "index_job", "rollback_job", "reembed_job")
 
 
@@ -228,6 +283,7 @@ class PipelineSpec:
     retention: RetentionSpec = field(default_factory=RetentionSpec)
     backfill: BackfillSpec = field(default_factory=BackfillSpec)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
+    rollout: RolloutSpec = field(default_factory=RolloutSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).

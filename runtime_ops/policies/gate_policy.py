@@ -7,12 +7,27 @@ cheaply; the rule that applies it is `policies/gate_rule.py`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GatePolicy", "check_confidence"]
+__all__ = ["GatePolicy", "OnlinePolicy", "check_confidence"]
 
 _MIN_POLICY_RESAMPLES = 100
+
+
+@dataclass(frozen=True)
+class OnlinePolicy:
+    """Whether the gate also needs evidence from live traffic (a rollout's interleaving, canary or shadow
+    comparison) before it auto-approves, and how many of the rollout's queries that evidence must count. Declared
+    per pipeline (`gate.online`); not required by default, and a first model (nothing to compare with) skips it."""
+
+    required: bool = False
+    min_queries: int = 500
+
+    def __post_init__(self) -> None:
+        value = self.min_queries
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"OnlinePolicy.min_queries must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -29,6 +44,7 @@ class GatePolicy:
     max_regression: float = 0.05
     confidence: float = 0.95
     resamples: int = 2000
+    online: OnlinePolicy = field(default_factory=OnlinePolicy)
 
     def __post_init__(self) -> None:
         if not self.primary_metric:

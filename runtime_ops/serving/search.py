@@ -20,6 +20,7 @@ import numpy as np
 from runtime_ops.embedders.base import TextEmbedder
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.store import StateStore
+from runtime_ops.store.serving.indexes import READY
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
 MAX_K = 100
@@ -110,8 +111,9 @@ class Searcher:
             assert self.store.pipeline is not None
             found = self.vectors.open(IndexName(self.store.pipeline, int(row["model_version"])), int(row["dim"] or dim))
             with self._lock:
-                # Only the serving index and the one before it are asked for; older handles are let go.
-                for old in sorted(self._indexes)[:-1]:
+                # Only the serving index, the one before it and a rollout's candidate are asked for; older handles
+                # are let go.
+                for old in sorted(self._indexes)[:-2]:
                     del self._indexes[old]
                 self._indexes[index_id] = found
         return found
@@ -129,19 +131,42 @@ class Searcher:
         index_id = int(row["id"])
         if self._warmed == index_id:
             return index_id
+        self.warm_index(row)
+        self._warmed = index_id
+        return index_id
+
+    def warm_index(self, row: dict[str, Any]) -> None:
+        """Load `row`'s embedder, open the index and run one query through both (the serving index, or a rollout's
+        candidate index)."""
         embedder = self.embedder(int(row["model_version"]))
         embedder.embed([WARM_QUERY])
         # A unit query, not the embedded text: a model that knows none of its words embeds it as zeros, which an
         # index answers without reading anything.
         probe = np.full((1, embedder.dim), 1.0 / np.sqrt(embedder.dim), dtype=np.float32)
         self._index(row, embedder.dim).search(probe, 1)
-        self._warmed = index_id
-        return index_id
+
+    def index_row(self, index_id: int) -> dict[str, Any]:
+        """Index `index_id` of this pipeline as a request reads it (a rollout's candidate index): complete and in
+        the configured vector store, else NoServingIndex."""
+        row = self.store.indexes.get_index(index_id)
+        if row is None or row["status"] != READY:
+            raise NoServingIndex(f"pipeline {self.store.pipeline!r} has no complete index #{index_id}")
+        if row["backend"] != self.vectors.kind or row["location"] != self.vectors.describe():
+            raise NoServingIndex(
+                f"index #{index_id} of pipeline {self.store.pipeline!r} lives in {row['backend']} "
+                f"{row['location']!r}, not in its configured vector store {self.vectors.describe()!r}"
+            )
+        return row
 
     def search(self, queries: Sequence[str], k: int) -> SearchResult:
+        # The alias is read once: this index answers every query of the request.
+        return self.search_index(self.serving_index(), queries, k)
+
+    def search_index(self, row: dict[str, Any], queries: Sequence[str], k: int) -> SearchResult:
+        """The queries answered from the index `row` alone (read once by the caller: the serving index, or a
+        rollout's candidate index)."""
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
-        row = self.serving_index()  # read once: this index answers every query of the request
         version = int(row["model_version"])
         embedder = self.embedder(version)
         vectors = embedder.embed(list(queries))

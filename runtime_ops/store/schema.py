@@ -39,6 +39,7 @@ from runtime_ops.store.tables.registry import (
     eval_reports,
     model_versions,
 )
+from runtime_ops.store.tables.rollouts import rollouts
 from runtime_ops.store.tables.serving import answers, index_shards, retrieval_indexes
 
 __all__ = [
@@ -72,5 +73,6 @@ __all__ = [
     "model_versions",
     "retrain_requests",
     "retrieval_indexes",
+    "rollouts",
     "sagas",
 ]

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from runtime_ops.settings import Settings
 from runtime_ops.store.serving.answers import Answers
 from runtime_ops.store.serving.indexes import Indexes
+from runtime_ops.store.serving.rollouts import Rollouts
 
 
 def open_store(
@@ -92,13 +93,15 @@ class StateStore:
         self.profiles = ChunkingProfiles(engine, p)
         self.changes = CorpusChanges(engine, p)
         self.artifacts = Artifacts(engine, p)
-        self.registry = Registry(engine, p)
         self.sagas = Sagas(engine, p)
         self.evaluations = Evaluations(engine, p)
         self.embeddings = Embeddings(engine, p)
         self.indexes = Indexes(engine, p)
         self.answers = Answers(engine, p)
         self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
+        self.rollouts = Rollouts(engine, p, self.audit_log)
+        # Production moving ends the rollout that compared a candidate with the old production (same transaction).
+        self.registry = Registry(engine, p, on_production_move=self.rollouts.production_moved_in)
         self.requests = Requests(engine, p, self.audit_log)
         self.votes = Votes(engine, p, self.audit_log, self.requests)
         self.deadlines = Deadlines(engine, p, self.audit_log)

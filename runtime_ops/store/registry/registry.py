@@ -3,10 +3,11 @@ aliases (`production`, `candidate`, `retrieval_index`, ...) with their history, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import Engine, and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -67,7 +68,20 @@ def _check_target(conn: Connection, pipeline: str, name: str, target: int) -> No
         )
 
 
+# Told, inside the alias write's transaction, that production moved (old, new, actor): what depends on production as
+# it was (a rollout comparing a candidate with it) ends with the same commit.
+ProductionMoved = Callable[[Connection, int | None, int | None, str], None]
+
+
 class Registry(Repository):
+    def __init__(self, engine: Engine, pipeline: str | None, on_production_move: ProductionMoved | None = None) -> None:
+        super().__init__(engine, pipeline)
+        self._on_production_move = on_production_move
+
+    def _moved(self, conn: Connection, name: str, old: int | None, new: int | None, actor: str) -> None:
+        if name == PRODUCTION_ALIAS and old != new and self._on_production_move is not None:
+            self._on_production_move(conn, old, new, actor)
+
     # ------------------------------------------------------------------ model versions
     def register_model(
         self,
@@ -188,6 +202,7 @@ class Registry(Repository):
                         changed_at=now,
                     )
                 )
+                self._moved(conn, name, old, target, actor)
             return old
 
     def remove_alias(self, name: str, *, actor: str, run_id: str | None = None, fence: int | None = None) -> int | None:
@@ -213,6 +228,7 @@ class Registry(Repository):
                     changed_at=now,
                 )
             )
+            self._moved(conn, name, int(row.target), None, actor)
             return int(row.target)
 
     def alias_history(self, name: str) -> list[dict[str, Any]]:

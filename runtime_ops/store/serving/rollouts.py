@@ -1,0 +1,239 @@
+"""Rollouts over the store: start one (at most one active per pipeline, the database says so), read the active one
+(one indexed read), record a shadow comparison, and stop it, each start and stop audited on the chain of the
+approval request it runs beside.
+
+A rollout stops where the event that ends it already happens: production moving (`Registry.set_alias` /
+`remove_alias` call `production_moved_in` in their own transaction), its request ending without approval (the
+`remove_canary` compensation calls `stop_in`), and its deadline (`end_overdue`, on every approvals-sensor tick).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, and_, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from runtime_ops.store import schema as t
+from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.engine import utcnow
+from runtime_ops.store.scope import Repository, row_dict
+
+_RO, _REQ = t.rollouts, t.approval_requests
+
+ACTIVE, STOPPED, COMPLETED, ROLLED_BACK = "active", "stopped", "completed", "rolled_back"
+ENDED = (STOPPED, COMPLETED, ROLLED_BACK)
+STARTED_EVENT, STOPPED_EVENT = "rollout_started", "rollout_stopped"
+
+
+class RolloutConflict(RuntimeError):
+    """Another rollout of the pipeline is active (the database refused a second one)."""
+
+
+class Rollouts(Repository):
+    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit) -> None:
+        super().__init__(engine, pipeline)
+        self._audit = audit
+
+    def start(
+        self,
+        *,
+        approval_id: str | None,
+        candidate_version: int,
+        candidate_index_id: int,
+        production_version: int,
+        mode: str,
+        share: float,
+        max_duration: timedelta,
+        actor: str,
+        stage: int | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """A new active rollout, audited; RolloutConflict when the pipeline has one already."""
+        pipeline = self.owner("start a rollout")
+        now = now or utcnow()
+        values = {
+            "pipeline": pipeline,
+            "approval_id": approval_id,
+            "candidate_version": candidate_version,
+            "candidate_index_id": candidate_index_id,
+            "production_version": production_version,
+            "mode": mode,
+            "share": share,
+            "stage": stage,
+            "status": ACTIVE,
+            "started_at": now,
+            "ends_at": now + max_duration,
+            "actor": actor,
+        }
+        try:
+            with self.tx() as conn:
+                rid = conn.execute(insert(_RO).values(**values).returning(_RO.c.id)).scalar_one()
+                self._audit.append_in(
+                    conn,
+                    event=STARTED_EVENT,
+                    request_id=approval_id,
+                    actor=actor,
+                    channel="rollout",
+                    outcome=mode,
+                    detail={
+                        "pipeline": pipeline,
+                        "rollout_id": rid,
+                        "candidate_version": candidate_version,
+                        "candidate_index_id": candidate_index_id,
+                        "production_version": production_version,
+                        "share": share,
+                        "ends_at": values["ends_at"].isoformat(),
+                    },
+                    now=now,
+                )
+        except IntegrityError as exc:
+            active = self.active()
+            which = f" (#{active['id']}, candidate v{active['candidate_version']})" if active else ""
+            raise RolloutConflict(f"pipeline {pipeline!r} already has an active rollout{which}: stop it first") from exc
+        found = self.get(rid)
+        assert found is not None
+        return found
+
+    def get(self, rollout_id: int) -> dict[str, Any] | None:
+        with self.tx() as conn:
+            return row_dict(conn.execute(select(_RO).where(_RO.c.id == rollout_id, self.owned(_RO))).first())
+
+    def active(self) -> dict[str, Any] | None:
+        """The pipeline's active rollout (one read of the partial unique index), or None."""
+        pipeline = self.owner("read the active rollout")
+        with self.tx() as conn:
+            q = select(_RO).where(_RO.c.pipeline == pipeline, _RO.c.status == ACTIVE)
+            return row_dict(conn.execute(q).first())
+
+    def for_request(self, approval_id: str) -> dict[str, Any] | None:
+        """The newest rollout beside approval request `approval_id` (any status), or None."""
+        with self.tx() as conn:
+            q = select(_RO).where(_RO.c.approval_id == approval_id, self.owned(_RO)).order_by(_RO.c.id.desc())
+            return row_dict(conn.execute(q.limit(1)).first())
+
+    def history(self, limit: int = 20) -> list[dict[str, Any]]:
+        with self.tx() as conn:
+            q = select(_RO).where(self.owned(_RO)).order_by(_RO.c.id.desc()).limit(limit)
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def stop(
+        self,
+        *,
+        reason: str,
+        actor: str,
+        status: str = STOPPED,
+        approval_id: str | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any] | None:
+        """End the active rollout (only the one beside `approval_id` when given), audited; None when there is none."""
+        with self.tx() as conn:
+            return self.stop_in(conn, reason=reason, actor=actor, status=status, approval_id=approval_id, now=now)
+
+    def stop_in(
+        self,
+        conn: Connection,
+        *,
+        reason: str,
+        actor: str,
+        status: str = STOPPED,
+        approval_id: str | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any] | None:
+        """`stop` inside the caller's transaction."""
+        now = now or utcnow()
+        ended = stop_active_in(
+            conn, self.owner("stop a rollout"), reason=reason, status=status, approval_id=approval_id, now=now
+        )
+        if ended is not None:
+            approval, detail = ended
+            self._audit.append_in(
+                conn,
+                event=STOPPED_EVENT,
+                request_id=approval,
+                actor=actor,
+                channel="rollout",
+                outcome=status,
+                detail=detail,
+                now=now,
+            )
+            return detail
+        return None
+
+    def production_moved_in(self, conn: Connection, old: int | None, new: int | None, actor: str) -> None:
+        """Production moved (inside the alias write's transaction): the rollout compared against the old one ends."""
+        what = f"production moved from v{old} to v{new}" if new is not None else f"production v{old} was removed"
+        self.stop_in(conn, reason=what, actor=actor)
+
+    def end_overdue(self, now: datetime) -> list[int]:
+        """Stop the active rollout whose max_duration has passed at `now`; the ids stopped."""
+        with self.tx() as conn:
+            row = conn.execute(
+                select(_RO.c.id, _RO.c.ends_at).where(
+                    _RO.c.pipeline == self.owner("end rollouts"), _RO.c.status == ACTIVE, _RO.c.ends_at <= now
+                )
+            ).first()
+            if row is None:
+                return []
+            reason = f"max_duration reached at {row.ends_at.isoformat()}"
+            stopped = self.stop_in(conn, reason=reason, actor="deadline", status=COMPLETED, now=now)
+        return [int(stopped["rollout_id"])] if stopped else []
+
+    def record_shadow(self, rollout_id: int, *, overlap: float, production_s: float, candidate_s: float) -> None:
+        """Add one shadow comparison to the rollout's sums (a stopped rollout still takes the last few in flight)."""
+        ratio = math.log(max(candidate_s, 1e-6) / max(production_s, 1e-6))
+        with self.tx() as conn:
+            conn.execute(
+                update(_RO)
+                .where(_RO.c.id == rollout_id)
+                .values(
+                    shadow_queries=_RO.c.shadow_queries + 1,
+                    shadow_overlap_sum=_RO.c.shadow_overlap_sum + overlap,
+                    shadow_overlap_sq_sum=_RO.c.shadow_overlap_sq_sum + overlap * overlap,
+                    shadow_log_latency_ratio_sum=_RO.c.shadow_log_latency_ratio_sum + ratio,
+                    shadow_log_latency_ratio_sq_sum=_RO.c.shadow_log_latency_ratio_sq_sum + ratio * ratio,
+                )
+            )
+
+
+def stop_active_in(
+    conn: Connection,
+    pipeline: str,
+    *,
+    reason: str,
+    now: datetime,
+    status: str = STOPPED,
+    approval_id: str | None = None,
+) -> tuple[str | None, dict[str, Any]] | None:
+    """End `pipeline`'s active rollout (only the one beside `approval_id` when given) inside `conn`'s transaction:
+    (its approval request, what happened), or None when there is none. Unaudited: the caller records it."""
+    if status not in ENDED:
+        raise ValueError(f"a rollout ends as one of {', '.join(ENDED)}, not {status!r}")
+    where = [_RO.c.pipeline == pipeline, _RO.c.status == ACTIVE]
+    if approval_id is not None:
+        where.append(_RO.c.approval_id == approval_id)
+    # Lock order: the request's row, then the rollout's (as the request's compensation takes them), so a production
+    # move stopping this rollout while its request is compensated waits instead of deadlocking.
+    beside = conn.execute(select(_RO.c.approval_id).where(and_(*where))).scalar()
+    if beside is not None:
+        conn.execute(select(_REQ.c.id).where(_REQ.c.id == beside).with_for_update())
+    row = conn.execute(select(_RO).where(and_(*where)).with_for_update()).first()
+    if row is None:
+        return None
+    conn.execute(update(_RO).where(_RO.c.id == row.id).values(status=status, reason=reason, ended_at=now))
+    return row.approval_id, {"pipeline": pipeline, "rollout_id": row.id, "status": status, "reason": reason}
+
+
+def stop_rollout_compensation(conn: Connection, request: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A request's compensation part: the rollout beside it stops (its `compensated` record says so)."""
+    ended = stop_active_in(
+        conn,
+        request["pipeline"],
+        reason=f"approval request {request['id']} was {request['status']}",
+        approval_id=request["id"],
+        now=now,
+    )
+    return {"rollout": ended[1] if ended else None}

@@ -1,0 +1,207 @@
+"""A candidate meeting live traffic through the real ops API (SQLite state store, LanceDB): the gate opens a request
+for a person, the human_approval check readies the candidate's index (the serving alias untouched) and starts the
+pipeline's declared rollout; then, per mode, what `/api/search` answers:
+- interleave: items of both versions, each with its team, and the same request id rebuilds the same list;
+- canary: a session stays on its arm, about `share` of the sessions get the candidate alone;
+- shadow: what is served is production's, unchanged, while the candidate's comparison adds up in the store;
+- no rollout: responses as before plus `arm: production`;
+and a swap of the `retrieval_index` alias between a request's two reads changes nothing for that request."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from runtime_ops.components.loading import get_spec
+from runtime_ops.online.interleaving import team_draft
+from runtime_ops.serving.rollout_search import ROLLOUT_READ_EVERY_S, RolloutSearch
+from runtime_ops.serving.search import Searcher
+from runtime_ops.settings import get_settings
+from runtime_ops.store import StateStore
+from runtime_ops.vectors.factory import pipeline_vector_store
+from runtime_ops_tests.support.approvals_support import ApiServer
+from runtime_ops_tests.support.fencing import promotion_lock
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
+from runtime_ops_tests.support.own_corpus import declare_pipeline
+
+QUERIES = ("json dumps indent sort_keys", "csv writer quoting dialect", "decode bytes base64", "struct pack format")
+K = 6
+SESSIONS = 200
+
+
+def _search(api: ApiServer, headers: dict[str, str], query: str, **body: Any) -> dict[str, Any]:
+    resp = httpx.post(f"{api.url}/api/search", json={"query": query, "k": K, **body}, headers=headers, timeout=30)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def _switch(store: StateStore, mode: str | None, share: float = 1.0) -> dict[str, Any] | None:
+    """End the active rollout and start one in `mode` beside the same request (None: none); the API sees it within
+    ROLLOUT_READ_EVERY_S."""
+    active = store.rollouts.active()
+    assert active is not None or mode is None
+    if active is not None:
+        store.rollouts.stop(reason=f"test: now {mode}", actor="test")
+    started = None
+    if mode is not None and active is not None:
+        started = store.rollouts.start(
+            approval_id=active["approval_id"],
+            candidate_version=active["candidate_version"],
+            candidate_index_id=active["candidate_index_id"],
+            production_version=active["production_version"],
+            mode=mode,
+            share=share,
+            max_duration=timedelta(hours=1),
+            actor="test",
+        )
+    time.sleep(ROLLOUT_READ_EVERY_S + 0.2)
+    return started
+
+
+@pytest.mark.slow(seconds=71)  # alone on 2 cores (Dec 2026)
+def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    pipelines = tmp_path / "pipelines"
+    declare_pipeline(pipelines, "demo", landing, "  rollout: {mode: interleave, share: 1.0, max_duration: 2d}\n")
+    env(landing=str(landing), RUNTIME_OPS_PIPELINES_DIR=str(pipelines), **NEEDS_A_HUMAN)
+    store, pending, _ = pending_candidate(landing, dagster_instance)
+    store = store.scoped("demo")
+
+    # The check started the declared rollout beside the pending request, on a ready index of v2; serving did not move.
+    rollout = store.rollouts.active()
+    assert rollout is not None and rollout["approval_id"] == pending["id"]
+    assert (rollout["mode"], rollout["share"], rollout["candidate_version"], rollout["production_version"]) == (
+        "interleave", 1.0, 2, 1,
+    )  # fmt: skip
+    candidate_index = store.indexes.get_index(rollout["candidate_index_id"])
+    assert candidate_index is not None and candidate_index["status"] == "ready"
+    serving = store.indexes.current_index()
+    assert serving is not None and serving["model_version"] == 1 and serving["id"] != candidate_index["id"]
+    assert [r["event"] for r in store.audit_log.records(pending["id"])].count("rollout_started") == 1
+
+    searcher = Searcher(store, pipeline_vector_store(get_spec("demo").vector_store))
+
+    def rankings(query: str) -> tuple[list[int], list[int]]:
+        production = searcher.search([query], K).hits[0]
+        candidate = searcher.search_index(searcher.index_row(candidate_index["id"]), [query], K).hits[0]
+        return [h.chunk_id for h in production], [h.chunk_id for h in candidate]
+
+    headers = {"Authorization": f"Bearer {store.api_keys.create('rollout-test', ['search']).key}"}
+    with ApiServer(get_settings()) as api:
+        # Interleave: both versions, each item with its team; the request id rebuilds the list.
+        teams_seen: set[str] = set()
+        for query in QUERIES:
+            body = _search(api, headers, query)
+            assert body["arm"] == "interleaved" and body["request_id"].startswith("q_")
+            assert body["served_by"] == [
+                {"team": "production", "model_version": 1, "index_id": serving["id"]},
+                {"team": "candidate", "model_version": 2, "index_id": candidate_index["id"]},
+            ]
+            production, candidate = rankings(query)
+            rebuilt = team_draft(production, candidate, K, random.Random(body["request_id"]))
+            assert [(r["chunk_id"], r["team"]) for r in body["results"]] == [(d.item, d.team) for d in rebuilt]
+            for r in body["results"]:
+                assert r["chunk_id"] in (production if r["team"] == "production" else candidate)
+            teams_seen |= {r["team"] for r in body["results"]}
+        assert teams_seen == {"production", "candidate"}
+        resp = httpx.post(f"{api.url}/api/answer", json={"question": QUERIES[0]}, headers=headers, timeout=30)
+        assert resp.status_code == 200, resp.text
+        answer = resp.json()
+        assert answer["arm"] == "interleaved" and len(answer["served_by"]) == 2
+        assert answer["sources"] and all(s["team"] in ("production", "candidate") for s in answer["sources"])
+
+        # Canary: sticky per session, about half of the sessions on the candidate alone.
+        _switch(store, "canary", 0.5)
+        arms: dict[str, str] = {}
+        for i in range(SESSIONS):
+            body = _search(api, headers, QUERIES[i % len(QUERIES)], session=f"user-{i}")
+            arms[f"user-{i}"] = body["arm"]
+            assert all("team" not in r for r in body["results"])
+            production, candidate = rankings(QUERIES[i % len(QUERIES)])
+            expected = {"production": (1, production), "candidate": (2, candidate)}[body["arm"]]
+            assert (body["model_version"], [r["chunk_id"] for r in body["results"]]) == expected
+            assert body["served_by"] == [
+                {"arm": body["arm"], "model_version": expected[0], "index_id": body["index_id"]}
+            ]
+        for session in list(arms)[:40]:  # the same session again: the same arm
+            assert _search(api, headers, QUERIES[0], session=session)["arm"] == arms[session]
+        share = sum(a == "candidate" for a in arms.values()) / SESSIONS
+        assert abs(share - 0.5) < 5 * (0.25 / SESSIONS) ** 0.5, share
+
+        # Shadow: production's answer, unchanged; the candidate's comparison is recorded off the response path.
+        shadow = _switch(store, "shadow", 1.0)
+        assert shadow is not None
+        served = {q: _search(api, headers, q) for q in QUERIES}
+        for query, body in served.items():
+            assert body["arm"] == "production" and [r["chunk_id"] for r in body["results"]] == rankings(query)[0]
+        deadline = time.monotonic() + 30
+        while (row := store.rollouts.get(shadow["id"])) is not None and row["shadow_queries"] < len(QUERIES):
+            assert time.monotonic() < deadline, f"shadow comparisons not recorded: {row}"
+            time.sleep(0.1)
+        assert row is not None and 0 <= row["shadow_overlap_sum"] <= len(QUERIES)
+
+        # No rollout: as before, plus arm production and one served_by.
+        _switch(store, None)
+        for query, before in served.items():
+            body = _search(api, headers, query)
+            assert body["arm"] == "production" and body["results"] == before["results"]
+            assert body["served_by"] == [{"arm": "production", "model_version": 1, "index_id": serving["id"]}]
+            assert {"pipeline", "model_version", "index_id", "results", "took_ms", "request_id"} <= set(body)
+
+
+@pytest.mark.slow(seconds=24)
+def test_an_alias_swap_between_a_requests_reads_changes_nothing_for_it(
+    env: Any, dagster_instance: Any, tmp_path: Path
+) -> None:
+    from runtime_ops.serving.index_swap import move_retrieval_index
+
+    landing = tmp_path / "landing"
+    pipelines = tmp_path / "pipelines"
+    declare_pipeline(pipelines, "demo", landing, "  rollout: {mode: interleave, share: 1.0}\n")
+    env(landing=str(landing), RUNTIME_OPS_PIPELINES_DIR=str(pipelines), **NEEDS_A_HUMAN)
+    store, _, _ = pending_candidate(landing, dagster_instance)
+    store = store.scoped("demo")
+    rollout = store.rollouts.active()
+    assert rollout is not None
+    spec = get_spec("demo")
+    searcher = Searcher(store, pipeline_vector_store(spec.vector_store))
+    routed = RolloutSearch(spec, searcher)
+    v1_index = store.indexes.current_index()
+    assert v1_index is not None
+    expected_v1 = [h.chunk_id for h in searcher.search([QUERIES[0]], K).hits[0]]
+
+    # Between the request's read of the alias and its read of the index, v2 is promoted and served.
+    opened = searcher._index
+    swapped: list[str] = []
+
+    def open_then_swap(row: dict[str, Any], dim: int) -> Any:
+        index = opened(row, dim)
+        if not swapped:
+            with promotion_lock(store) as lease:
+                store.registry.set_alias("production", 2, actor="test", fence=lease.fence)
+                move = move_retrieval_index(store, lease, int(rollout["candidate_index_id"]), actor="test")
+            swapped.append(move.message)
+        return index
+
+    searcher._index = open_then_swap  # type: ignore[method-assign]
+    served = routed.search(QUERIES[0], K, request_id="q_swap", session=None)
+    assert swapped and store.indexes.current_index()["id"] == rollout["candidate_index_id"]  # type: ignore[index]
+    # The request kept what it read: production is v1's index, the candidate v2's; nothing else mixed in.
+    assert served.served_by == [
+        {"team": "production", "model_version": 1, "index_id": v1_index["id"]},
+        {"team": "candidate", "model_version": 2, "index_id": rollout["candidate_index_id"]},
+    ]
+    production_items = [h.chunk_id for h, t in zip(served.hits, served.teams, strict=True) if t == "production"]
+    assert set(production_items) <= set(expected_v1)
+    # Production moved: the rollout ended with it, and the next read (past the cache) serves v2 alone.
+    assert store.rollouts.active() is None
+    time.sleep(ROLLOUT_READ_EVERY_S + 0.1)
+    after = routed.search(QUERIES[0], K, request_id="q_after", session=None)
+    assert (after.arm, after.served_by[0]["model_version"]) == ("production", 2)
+    routed.close()
