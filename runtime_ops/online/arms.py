@@ -47,10 +47,3 @@ def assign(mode: str, share: float, rollout_id: int, *, request_id: str, session
     if mode == "interleave":
         return Assignment(INTERLEAVED if chosen else PRODUCTION)
     return Assignment(PRODUCTION, shadow=chosen)
-
-
-def overlap_at_k(first: list[int], second: list[int], k: int) -> float:
-    """The share of the top `k` places the two rankings have in common: |top-k(first) ∩ top-k(second)| / k."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return len(set(first[:k]) & set(second[:k])) / k

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION, Assignment, assign, overlap_at_k
+from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION, Assignment, assign
 from runtime_ops.online.interleaving import team_draft
+from runtime_ops.online.statistics import overlap_at_k
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.search import NoServingIndex, Searcher, SearchHit, SearchResult
 from runtime_ops.vectors.base import VectorStoreError

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION, assign, bucket, overlap_at_k
+from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION, assign, bucket
 from runtime_ops.online.request_ids import issued_at, new_request_id
+from runtime_ops.online.statistics import overlap_at_k
 
 N = 20_000
 
