@@ -46,7 +46,7 @@ class StoreJournal:
 def backfill_refusal(store: StateStore, vectors: VectorStore, version: int) -> str | None:
     """Why `version` cannot be promoted yet (a backfill is still filling its index), or None. Filling the rest
     inside the promotion would redo in one run, under the promotion lock, what the backfill spreads over many."""
-    why = incomplete_backfill(store, vectors, version)
+    why = incomplete_backfill(store.indexes, vectors, version)
     return None if why is None else f"refusing to promote {version_label(version)} yet: {why}; promote again once it is"
 
 
@@ -100,12 +100,19 @@ def promotion_steps(
         # journaled before `previous_index` was recorded) to the restored production's complete index.
         def serve(index_id: int | None) -> bool:
             move = move_retrieval_index(
-                store, held(), index_id, actor="compensation", run_id=run_id, approval_id=request["id"], log=log
+                store.registry,
+                store.indexes,
+                held(),
+                index_id,
+                actor="compensation",
+                run_id=run_id,
+                approval_id=request["id"],
+                log=log,
             )
             return move.stood_down is None
 
         if not ("previous_index" in data and serve(data["previous_index"])):
-            serve(production_index(store, vectors, previous))
+            serve(production_index(store.indexes, vectors, previous))
 
     def swap_index(ctx: dict[str, Any]) -> dict[str, Any]:
         # The new model's shadow index: filled from the whole corpus (or resumed), then in step with the feed.
@@ -113,7 +120,14 @@ def promotion_steps(
         state = ensure_index(store, vectors, version, log=log, run_id=run_id)
         failpoint("promotion.index")
         move = move_retrieval_index(
-            store, held(), state.index_id, actor=actor, approval_id=request["id"], run_id=run_id, log=log
+            store.registry,
+            store.indexes,
+            held(),
+            state.index_id,
+            actor=actor,
+            approval_id=request["id"],
+            run_id=run_id,
+            log=log,
         )
         if move.serving != state.index_id:  # production is this saga's version under its own lock: cannot happen
             raise RuntimeError(move.message)

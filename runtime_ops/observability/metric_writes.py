@@ -3,7 +3,8 @@
 `/metrics` reads them back (`runtime_ops.observability.collector`).
 
     from runtime_ops.observability import metric_writes
-    metric_writes.observe(store.metrics, "runtime_ops_lock_wait_seconds", 0.12, {"lock": "promotion", "outcome": "acquired"})
+    labels = {"lock": "promotion", "outcome": "acquired"}
+    metric_writes.observe(store.metrics, "runtime_ops_lock_wait_seconds", 0.12, labels)
 
 `observe`, `observe_many` and `inc` never raise: an observation that cannot be written is logged as a warning and
 counted (`runtime_ops_metrics_write_errors_total`), and the work it measured carries on.

@@ -105,7 +105,7 @@ def world(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> Iterator[
     with promotion_lease(locker, "demo") as lease:
         store.registry.set_alias("production", v1, actor="test", fence=lease.fence)
         built = vector_index.ensure_index(store, vectors, v1)
-        move_retrieval_index(store, lease, built.index_id, actor="test")
+        move_retrieval_index(store.registry, store.indexes, lease, built.index_id, actor="test")
     with dg.DagsterInstance.ephemeral() as instance:
         yield World(store, vectors, locker, Flow(instance), v1, v2)
     locker.close()
