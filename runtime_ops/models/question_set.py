@@ -94,8 +94,8 @@ def question_profile(store: StateStore, spec: PipelineSpec) -> int:
     """The chunking profile questions are generated from: production's (so a candidate that cuts differently is
     scored on the same questions as before), else the declared one; its chunks are cut first where missing."""
     production = store.registry.alias(PRODUCTION_ALIAS)
-    profile = store.profiles.of_model(production) if production is not None else declared(store, spec)[0]
-    ensure_chunks(store, profile)
+    profile = store.profiles.of_model(production) if production is not None else declared(store.profiles, spec)[0]
+    ensure_chunks(store.documents, store.profiles, profile)
     return profile
 
 

@@ -91,7 +91,7 @@ def score_candidate(
 ) -> Scored:
     """Score candidate `version` (embedded by `embedder`) without storing anything: its stored vectors where a
     backfill left them, the other chunks embedded page by page."""
-    ensure_model_chunks(store, version)
+    ensure_model_chunks(store.documents, store.profiles, version)
     query_vecs = embedder.embed([q.question for q in questions])
     reused = [0]
     scored = score_pages(_candidate_pages(store.embeddings, version, embedder, reused), query_vecs, questions)

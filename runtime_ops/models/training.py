@@ -93,10 +93,10 @@ def train_candidate(
     # The candidate reads the chunks of the declared chunking: a profile new to the corpus (an embedder with
     # another window) cuts the current documents now, beside the chunks production keeps serving.
     try:
-        profile_id, profile = declared(store, spec)
+        profile_id, profile = declared(store.profiles, spec)
     except ValueError as exc:
         raise dg.Failure(f"{spec.source or spec.name}: {exc}", allow_retries=False) from None
-    rechunked = ensure_chunks(store, profile_id, profile=profile, log=context.log.info)
+    rechunked = ensure_chunks(store.documents, store.profiles, profile_id, profile=profile, log=context.log.info)
     n_chunks = store.documents.current_chunk_count(profile=profile_id)
     if n_chunks < 2:
         raise dg.Failure(

@@ -230,7 +230,7 @@ def _apply_feed(
         added = sorted({c.document_id for c in changes if c.op == ADD})
         gone = sorted({c.document_id for c in changes if c.op == REMOVE})
         # A document added then removed within the page is simply gone: the chunks query returns only current ones.
-        ensure_model_chunks(store, version, document_ids=added, log=log)
+        ensure_model_chunks(store.documents, store.profiles, version, document_ids=added, log=log)
         rows = store.embeddings.chunks_of_documents(version, added)
         todo = [(cid, text) for cid, _, text, raw in rows if raw is None]
         fresh: dict[int, bytes] = {}
