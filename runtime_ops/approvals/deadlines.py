@@ -9,16 +9,17 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.approvals.requests import CANARY_COMPENSATION
-from runtime_ops.store import StateStore, remove_alias_compensation
+from runtime_ops.store import remove_alias_compensation
+from runtime_ops.store.approvals.deadlines import Deadlines
 from runtime_ops.tags import CANARY_ALIAS
 
 COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: remove_alias_compensation(CANARY_ALIAS)}
 
 
-def run_deadlines(store: StateStore, now: datetime) -> dict[str, list[str]]:
+def run_deadlines(deadlines: Deadlines, now: datetime) -> dict[str, list[str]]:
     """The requests escalated, expired and compensated at `now`, by what happened to them."""
     return {
-        "escalated": store.deadlines.escalate_due(now),
-        "expired": store.deadlines.expire_due(now),
-        "compensated": [rid for rid, _ in store.deadlines.compensate_due(COMPENSATIONS, now)],
+        "escalated": deadlines.escalate_due(now),
+        "expired": deadlines.expire_due(now),
+        "compensated": [rid for rid, _ in deadlines.compensate_due(COMPENSATIONS, now)],
     }

@@ -88,13 +88,16 @@ def evaluate_candidate(
     questions = qs.gating
     started = time.monotonic()
     try:
-        cand_embedder = load_embedder(store, candidate_version, spec.embedder)
+        cand_embedder = load_embedder(store.registry, store.artifacts, candidate_version, spec.embedder)
         cand = score_candidate(store, candidate_version, cand_embedder, questions)
         prod = None
         if production_version is not None:
             # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
             prod = score_stored(
-                store, production_version, load_embedder(store, production_version, spec.embedder), questions
+                store,
+                production_version,
+                load_embedder(store.registry, store.artifacts, production_version, spec.embedder),
+                questions,
             )
     except ValueError as exc:
         raise dg.Failure(

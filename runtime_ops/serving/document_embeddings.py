@@ -29,7 +29,7 @@ def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
 
     version = production_version(store.registry)
     started = time.monotonic()
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     drift = BatchDrift(getattr(embedder, "knows_term", None))
     state = ensure_index(
         store, vectors, version, log=context.log.info, run_id=context.run_id, observe=drift.observe, embedder=embedder

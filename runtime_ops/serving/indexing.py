@@ -57,7 +57,7 @@ def embed_missing(
     """
     # The version reads its own profile's chunks: any current document not cut for it yet is cut first.
     ensure_model_chunks(store.documents, store.profiles, version, log=log)
-    embedder = embedder or load_embedder(store, version)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
     counts = counts or store.embeddings.embedding_counts(version, shard=shard)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0

@@ -61,7 +61,7 @@ def fill_shard(
         progress = store.indexes.shard_progress(int(row["id"]))
         log(f"the index of model v{version} is complete already (#{row['id']}): nothing to fill")
         return ShardState(int(row["id"]), version, shard, 0, 0, progress, False, True)
-    embedder = embedder or load_embedder(store, version)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
     with guard():
         row = filling_index(store.indexes, store.changes, vectors, version, embedder.dim, run_id=run_id, log=log)
         store.indexes.plan_shards(int(row["id"]), shard.count)

@@ -88,7 +88,7 @@ def fill_index(
     observe: Observe | None = None,
     embedder: TextEmbedder | None = None,
 ) -> IndexState:
-    embedder = embedder or load_embedder(store, version)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
     name = index_name_of(store.pipeline, version)
     # A fill sees every vector of the model: their sum is the corpus centroid later batches' drift is measured
     # from, recorded whoever fills (a promotion's shadow index or the serving assets).
@@ -201,7 +201,7 @@ def sync_index(
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None or row["status"] != READY:
         raise LookupError(f"model v{version} has no complete index in {vectors.describe()}: fill it first")
-    embedder = embedder or load_embedder(store, version)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
     index = vectors.open(index_name_of(store.pipeline, version), int(row["dim"] or embedder.dim))
     state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, observe, embedder)
     if state.synced_seq == row["synced_seq"]:

@@ -117,7 +117,7 @@ def test_a_shard_that_failed_half_way_resumes_and_embeds_only_the_rest(
     store, vectors, url, version = world
     # Pages of 100: the shard (~625 chunks) is several pages, each committed before the next is embedded.
     monkeypatch.setattr("runtime_ops.serving.indexing.EMBED_BATCH", 100)
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     shard = Shard(0, SHARDS)
     total = store.embeddings.embedding_counts(version, shard=shard)["current_chunks"]
     with pytest.raises(RuntimeError, match="went away"):
