@@ -135,7 +135,7 @@ def timed(state_url: str, vector_url: str) -> dict[str, Any]:
     store = open_store(state_url, get_settings(), pipeline=PIPELINE, migrate=False)
     vectors = open_vector_store(vector_url)
     version = int(store.registry.alias("production") or 0)
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     index = vectors.open(IndexName(PIPELINE, version), embedder.dim)
     t_load = time.perf_counter()
     embedder.embed(["warm up"])  # the model's first call builds its analyzer: once per run, whatever the corpus

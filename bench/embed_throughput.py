@@ -109,7 +109,7 @@ def _loop_run(db: Path, chunks: int) -> dict[str, Any]:
     store = open_store(f"sqlite:///{db}", get_settings(), pipeline=PIPELINE, migrate=False)
     version = store.registry.alias("production")
     assert version is not None
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     texts = [text for page in store.documents.iter_current_chunks() for _, _, text in page]
     store.engine.dispose()
     t0 = time.perf_counter()

@@ -271,7 +271,9 @@ class EventRig:
     def tick(self) -> Any:
         from runtime_ops.documents.sensors import drain_events
 
-        return drain_events(self.queue, self.store, self.source, max_objects=self.max_objects, log=log)
+        return drain_events(
+            self.queue, self.store.documents, self.store.ledger, self.source, max_objects=self.max_objects, log=log
+        )
 
     def measure(self, *, record: bool) -> Any:
         self.refill()

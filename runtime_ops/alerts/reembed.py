@@ -72,7 +72,9 @@ def run_reembed(
             return ReembedOutcome(version, batch_id, dropped, embedded, None, False, lease.fence, message)
         # The serving index is updated in place (upserts by chunk id): queries see old or new vectors, never none.
         state = refresh_index(store, vectors, version, batch_id=batch_id, log=log)
-        move = move_retrieval_index(store, lease, state.index_id, actor=f"reembed:{run_id}", run_id=run_id, log=log)
+        move = move_retrieval_index(
+            store.registry, store.indexes, lease, state.index_id, actor=f"reembed:{run_id}", run_id=run_id, log=log
+        )
     message = f"re-embedded {embedded} chunks of {scope} with {version_label(version)}; index " + (
         f"{index_label(state.index_id)} now serves (was {index_label(move.previous)})"
         if move.moved

@@ -140,7 +140,7 @@ def run_rollback(
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     with promotion_lease(locker, store.pipeline) as lease:
         serving_before = store.registry.alias(SERVING_INDEX_ALIAS)
-        journal = StoreJournal(store, run_id, kind="rollback")
+        journal = StoreJournal(store.sagas, run_id, kind="rollback")
         state = journal.load(sid)
         fresh = state is None or state.status == "compensated"
         current = store.registry.alias(PRODUCTION_ALIAS)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runtime_ops.settings import get_settings
-from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.audit import Audit
 from runtime_ops.store.approvals.chain import Anchor, anchor_mac, key_id
 
@@ -159,9 +158,9 @@ def _anchored(sink: AnchorSink, kid: str) -> dict[str, tuple[int, str]] | None:
 _known: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
 
 
-def anchor_heads(store: StateStore, sink: AnchorSink, *, now: datetime | None = None) -> Anchor | None:
+def anchor_heads(audit_log: Audit, sink: AnchorSink, *, now: datetime | None = None) -> Anchor | None:
     """Anchor the heads of the chains that moved since their last anchor (None: nothing moved)."""
-    return anchor_log(store.audit_log, sink, now=now)
+    return anchor_log(audit_log, sink, now=now)
 
 
 def anchor_log(log: Audit, sink: AnchorSink, *, now: datetime | None = None) -> Anchor | None:

@@ -192,7 +192,11 @@ class Announcer:
 
     # -------------------------------------------------------------- one tick
     def tick(self, now: datetime) -> dict[str, list[str]]:
-        summary: dict[str, list[str]] = {**run_deadlines(self.store, now), "announced": [], "updated": []}
+        summary: dict[str, list[str]] = {
+            **run_deadlines(self.store.deadlines, self.store.rollouts, now),
+            "announced": [],
+            "updated": [],
+        }
         for request in self.store.notifications.requests_to_notify():
             self.announce(request, now)
             summary["announced"].append(request["id"])

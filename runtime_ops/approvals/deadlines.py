@@ -12,7 +12,9 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from runtime_ops.approvals.requests import CANARY_COMPENSATION
-from runtime_ops.store import StateStore, remove_alias_compensation, stop_rollout_compensation
+from runtime_ops.store import remove_alias_compensation, stop_rollout_compensation
+from runtime_ops.store.approvals.deadlines import Deadlines
+from runtime_ops.store.serving.rollouts import Rollouts
 from runtime_ops.tags import CANARY_ALIAS
 
 _remove_canary = remove_alias_compensation(CANARY_ALIAS)
@@ -27,11 +29,11 @@ def _end_canary(conn: Connection, request: dict[str, Any], now: datetime) -> dic
 COMPENSATIONS: dict[str, Any] = {CANARY_COMPENSATION: _end_canary}
 
 
-def run_deadlines(store: StateStore, now: datetime) -> dict[str, list[str]]:
+def run_deadlines(deadlines: Deadlines, rollouts: Rollouts, now: datetime) -> dict[str, list[str]]:
     """The requests escalated, expired and compensated at `now`, by what happened to them."""
     return {
-        "escalated": store.deadlines.escalate_due(now),
-        "expired": store.deadlines.expire_due(now),
-        "compensated": [rid for rid, _ in store.deadlines.compensate_due(COMPENSATIONS, now)],
-        "rollouts_ended": [f"rollout #{rid}" for rid in store.rollouts.end_overdue(now)],
+        "escalated": deadlines.escalate_due(now),
+        "expired": deadlines.expire_due(now),
+        "compensated": [rid for rid, _ in deadlines.compensate_due(COMPENSATIONS, now)],
+        "rollouts_ended": [f"rollout #{rid}" for rid in rollouts.end_overdue(now)],
     }

@@ -17,6 +17,8 @@ from runtime_ops.pipeline.resolve import approval_policy
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
+from runtime_ops.store.approvals.requests import Requests
+from runtime_ops.store.registry.evaluations import Evaluations
 from runtime_ops.tags import CANARY_ALIAS
 
 
@@ -119,19 +121,21 @@ def outcome_for(request: dict[str, Any], report: dict[str, Any] | None) -> GateO
     return GateOutcome(False, status, f"candidate v{version} was {status}{by} ({rid}){reason}", report, request)
 
 
-def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tuple[int, dict[str, Any]]:
+def verify_promotion(
+    evaluations: Evaluations, requests: Requests, *, approval_id: str | None = None
+) -> tuple[int, dict[str, Any]]:
     """Re-verify, independently of any check, that the current candidate may be promoted.
 
     Returns (candidate version, approved request). The decision must be for this exact candidate digest
     (model bytes + evaluation report), so an approval shown for one candidate never promotes another.
     """
-    report = store.evaluations.latest_eval_report()
+    report = evaluations.latest_eval_report()
     if report is None:
         raise PromotionRefused("refusing to promote: no evaluation report exists; materialize evaluation_report")
     digest = report["candidate_digest"]
     version = report["candidate_version"]
     if approval_id is not None:
-        request = store.requests.get_request(approval_id)
+        request = requests.get_request(approval_id)
         if request is None:
             raise PromotionRefused(f"refusing to promote: approval request {approval_id!r} does not exist")
         if request["candidate_digest"] != digest:
@@ -141,7 +145,7 @@ def verify_promotion(store: StateStore, *, approval_id: str | None = None) -> tu
                 f"(digest {digest[:12]}…); the decision does not carry over to a different candidate"
             )
     else:
-        request = store.requests.request_for_digest(digest)
+        request = requests.request_for_digest(digest)
     if request is None:
         raise PromotionRefused(
             f"refusing to promote candidate v{version}: no approval recorded for its digest {digest[:12]}…. "

@@ -22,6 +22,7 @@ from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import StateStore
+from runtime_ops.store.approvals.audit import Audit
 from runtime_ops.tags import APPROVAL_TAG, APPROVAL_TRACE_TAG
 
 console = logging.getLogger("runtime_ops.approvals")
@@ -60,12 +61,12 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
     return approvals_sensor
 
 
-def _anchor(context: dg.SensorEvaluationContext, store: StateStore) -> None:
+def _anchor(context: dg.SensorEvaluationContext, audit_log: Audit) -> None:
     """Copy the audit chains' heads that moved to the anchors; a sink that is down delays anchoring (the next
     tick catches up), never the decisions."""
     try:
         sink = settings_sink()
-        anchor = anchor_heads(store, sink)
+        anchor = anchor_heads(audit_log, sink)
     except Exception as exc:
         context.log.warning(f"could not anchor the audit heads ({type(exc).__name__}: {exc}); retrying next tick")
         return
@@ -95,7 +96,7 @@ def approvals_tick(
     for kind, ids in changes.items():
         if ids:
             context.log.info(f"{kind}: {', '.join(ids)}")
-    _anchor(context, store)
+    _anchor(context, store.audit_log)
     cursor = json.loads(context.cursor) if context.cursor else {"reported": []}
     reported: list[str] = cursor["reported"]
     requests: list[dg.RunRequest] = []

@@ -100,7 +100,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     actor = _authenticate(store, args, request_id=None, action="retrain")
     if actor is None:
         return 1
-    request_id = request_retrain(store, reason=args.reason, requested_by=actor)
+    request_id = request_retrain(store.retraining, store.ledger, reason=args.reason, requested_by=actor)
     print(
         f"retrain request #{request_id} for {store.pipeline} by {actor}: the corpus sensor launches it on its next tick"
     )
@@ -117,12 +117,12 @@ def cmd_promote(args: argparse.Namespace) -> int:
     else:
         store = state_store(get_spec(args.pipeline).name)
     try:
-        version, request = verify_promotion(store, approval_id=args.approval)
+        version, request = verify_promotion(store.evaluations, store.requests, approval_id=args.approval)
     except PromotionRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     vectors = pipeline_vector_store(get_spec(store.pipeline).vector_store)
-    refusal = p.backfill_refusal(store, vectors, version)
+    refusal = p.backfill_refusal(store.indexes, vectors, version)
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
@@ -138,7 +138,12 @@ def cmd_promote(args: argparse.Namespace) -> int:
     with open_locker(get_settings()).hold(lock, ttl_ms=p.LOCK_TTL_MS, wait_s=p.LOCK_WAIT_S) as lease:
         steps = p.promotion_steps(store, vectors, version=version, request=request, lease=lease, run_id=None, log=print)
         outcome = run(
-            p.saga_id(request), steps, {}, p.StoreJournal(store, "cli"), resume=not args.compensate, on_event=print
+            p.saga_id(request),
+            steps,
+            {},
+            p.StoreJournal(store.sagas, "cli"),
+            resume=not args.compensate,
+            on_event=print,
         )
     print(f"saga {outcome.saga_id}: {outcome.status}")
     return 0 if outcome.status == "done" or (args.compensate and outcome.status == "compensated") else 1

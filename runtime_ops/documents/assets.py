@@ -33,7 +33,8 @@ def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
         store = state.store().scoped(spec.name)
         return parse_batch(
             context,
-            store,
+            store.documents,
+            store.ledger,
             landing.source(spec.landing),
             spec.landing.max_document_bytes,
             spec.timeouts.parse_document_s,

@@ -18,6 +18,8 @@ from runtime_ops.embedders.token_counts import counter_for, declared_profile
 from runtime_ops.pipeline.chunking import ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.store.corpus.documents import Documents
+from runtime_ops.store.corpus.profiles import ChunkingProfiles
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 Chunker = Callable[[str], list[str]]
@@ -36,15 +38,15 @@ def chunker(profile: ChunkingProfile) -> Chunker:
     return cut
 
 
-def declared(store: StateStore, spec: PipelineSpec) -> tuple[int, ChunkingProfile]:
+def declared(profiles: ChunkingProfiles, spec: PipelineSpec) -> tuple[int, ChunkingProfile]:
     """(id, profile) of the chunking the pipeline declares (recorded in the store the first time)."""
     profile = declared_profile(spec.embedder, spec.chunking)
-    return store.profiles.ensure(profile), profile
+    return profiles.ensure(profile), profile
 
 
 def profiles_in_use(store: StateStore, spec: PipelineSpec) -> dict[int, ChunkingProfile]:
     """id -> profile of every profile the pipeline keeps chunks for, the declared one first."""
-    first, profile = declared(store, spec)
+    first, profile = declared(store.profiles, spec)
     versions = [
         v for v in (store.registry.alias(PRODUCTION_ALIAS), store.registry.alias(CANDIDATE_ALIAS)) if v is not None
     ]
@@ -56,7 +58,8 @@ def profiles_in_use(store: StateStore, spec: PipelineSpec) -> dict[int, Chunking
 
 
 def ensure_chunks(
-    store: StateStore,
+    documents: Documents,
+    profiles: ChunkingProfiles,
     profile_id: int,
     *,
     document_ids: Sequence[int] | None = None,
@@ -67,14 +70,12 @@ def ensure_chunks(
     how many were cut. Nothing is read but an anti-join when every document has its chunks."""
     cut: Chunker | None = None
     made = after = 0
-    while batch := store.documents.current_without_chunks(
-        profile_id, limit=PAGE, after=after, document_ids=document_ids
-    ):
+    while batch := documents.current_without_chunks(profile_id, limit=PAGE, after=after, document_ids=document_ids):
         if cut is None:
-            profile = profile or store.profiles.get(profile_id)
+            profile = profile or profiles.get(profile_id)
             log(f"cutting documents into chunks of profile {profile.describe()}")
             cut = chunker(profile)
-        store.documents.add_chunks(profile_id, {doc: cut(text) for doc, text in batch})
+        documents.add_chunks(profile_id, {doc: cut(text) for doc, text in batch})
         made += len(batch)
         after = batch[-1][0]
     if made:
@@ -83,7 +84,12 @@ def ensure_chunks(
 
 
 def ensure_model_chunks(
-    store: StateStore, version: int, *, document_ids: Sequence[int] | None = None, log: Log = lambda _: None
+    documents: Documents,
+    profiles: ChunkingProfiles,
+    version: int,
+    *,
+    document_ids: Sequence[int] | None = None,
+    log: Log = lambda _: None,
 ) -> int:
     """`ensure_chunks` for the profile model `version` reads."""
-    return ensure_chunks(store, store.profiles.of_model(version), document_ids=document_ids, log=log)
+    return ensure_chunks(documents, profiles, profiles.of_model(version), document_ids=document_ids, log=log)

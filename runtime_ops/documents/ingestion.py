@@ -14,6 +14,8 @@ from runtime_ops.markdown import code_span, escape_text, table_row
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.progress import Every
 from runtime_ops.store import StateStore
+from runtime_ops.store.corpus.documents import Documents
+from runtime_ops.store.corpus.ledger import Ledger
 from runtime_ops.timeouts import Deadline, DeadlineExceeded, deadline
 
 # A progress line per interval, not per N documents: each one is an event-log write (see runtime_ops.progress).
@@ -32,16 +34,17 @@ def _quarantine_table(rows: list[tuple[str, str, str]]) -> str:
 
 def parse_batch(
     context: dg.AssetExecutionContext,
-    store: StateStore,
+    documents: Documents,
+    ledger: Ledger,
     source: LandingSource,
     max_document_bytes: int,
     parse_timeout_s: float | None = None,
 ) -> dg.MaterializeResult:
     batch_id = context.partition_key
-    batch = store.ledger.get_batch(batch_id)
+    batch = ledger.get_batch(batch_id)
     if batch is None:
         raise dg.Failure(f"landing batch {batch_id!r} is not in the state store; was the database reset?")
-    docs = store.documents.batch_documents(batch_id)
+    docs = documents.batch_documents(batch_id)
     todo = [d for d in docs if d["status"] == "pending"]
     context.log.info(f"batch {batch_id}: {len(docs)} objects, {len(todo)} to parse (the rest done earlier)")
     started = time.monotonic()
@@ -59,17 +62,17 @@ def parse_batch(
             if exc.deadline is not bound:
                 raise  # the step's own timeout: the step fails and retries, the document is not to blame
             reason = f"{exc} (timeouts.parse_document / RUNTIME_OPS_PARSE_TIMEOUT)"
-            store.documents.quarantine(doc["id"], "too_slow", reason)
+            documents.quarantine(doc["id"], "too_slow", reason)
             quarantined.append((doc["key"], "too_slow", reason))
             context.log.warning(f"quarantined {doc['key']} (too_slow): {reason}")
             continue
         except QuarantineError as exc:
-            store.documents.quarantine(doc["id"], exc.code, exc.reason)
+            documents.quarantine(doc["id"], exc.code, exc.reason)
             quarantined.append((doc["key"], exc.code, exc.reason))
             context.log.warning(f"quarantined {doc['key']} ({exc.code}): {exc.reason}")
             continue
         except ObjectChanged as exc:
-            store.documents.quarantine(
+            documents.quarantine(
                 doc["id"],
                 "changed",
                 f"replaced before it was read ({exc}); the new version lands in its own batch",
@@ -77,15 +80,15 @@ def parse_batch(
             quarantined.append((doc["key"], "changed", str(exc)))
             continue
         except ObjectGone as exc:
-            store.documents.quarantine(doc["id"], "gone", f"deleted before it was read: {exc}")
+            documents.quarantine(doc["id"], "gone", f"deleted before it was read: {exc}")
             quarantined.append((doc["key"], "gone", str(exc)))
             continue
         except UnsafePath as exc:  # a link or special file swapped in since it was listed: nothing was read
-            store.documents.quarantine(doc["id"], "unsafe_path", str(exc))
+            documents.quarantine(doc["id"], "unsafe_path", str(exc))
             quarantined.append((doc["key"], "unsafe_path", str(exc)))
             context.log.warning(f"quarantined {doc['key']} (unsafe_path): {exc}")
             continue
-        store.documents.store_parsed(
+        documents.store_parsed(
             doc["id"],
             content_hash=parsed.content_hash,
             fmt=parsed.format,
@@ -94,7 +97,7 @@ def parse_batch(
         )
         if progress.due():
             context.log.info(f"parsed {i}/{len(todo)} documents of batch {batch_id}")
-    statuses = Counter(d["status"] for d in store.documents.batch_documents(batch_id))
+    statuses = Counter(d["status"] for d in documents.batch_documents(batch_id))
     return dg.MaterializeResult(
         metadata={
             "batch_id": batch_id,

@@ -18,6 +18,8 @@ from runtime_ops.resources.landing import LandingResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import NewObject, StateStore
+from runtime_ops.store.corpus.documents import Documents
+from runtime_ops.store.corpus.ledger import Ledger
 from runtime_ops.tags import BATCH_TAG, OBJECTS_TAG
 
 if TYPE_CHECKING:
@@ -54,7 +56,8 @@ class EventTick:
 
 def drain_events(
     queue: "EventQueue",
-    store: StateStore,
+    documents: Documents,
+    ledger: Ledger,
     source: S3LandingSource,
     *,
     max_objects: int,
@@ -96,7 +99,7 @@ def drain_events(
     plan = plan_versions(events, key_of=key_of)
     # A key deleted at the landing stops being current, and the serving indexes drop it (the change feed).
     for key in plan.deleted:
-        if store.documents.remove_key(key, reason="deleted at the landing (S3 ObjectRemoved event)") is not None:
+        if documents.remove_key(key, reason="deleted at the landing (S3 ObjectRemoved event)") is not None:
             tick.deleted += 1
     tick.ignored += plan.removals - len(plan.deleted)
     tick.skipped += plan.dropped_removed
@@ -105,11 +108,11 @@ def drain_events(
     keys = list(dict.fromkeys(o.key for o in plan.objects))
     known: set[tuple[str, str]] = set()
     for start in range(0, len(keys), KNOWN_CHUNK):
-        known |= store.ledger.known_versions(keys[start : start + KNOWN_CHUNK])
+        known |= ledger.known_versions(keys[start : start + KNOWN_CHUNK])
     new = [o for o in plan.objects if (o.key, o.version) not in known]
     tick.known = tick.versions - len(new)
     if new:
-        tick.batch = store.ledger.record_batch(
+        tick.batch = ledger.record_batch(
             source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in new]
         )
     # Committed (or nothing to commit): every message of this poll is now safe to acknowledge.
@@ -127,23 +130,28 @@ MISSED = "missed by the event notifications"
 
 
 def list_slice(
-    store: StateStore, source: LandingSource, spec: PipelineSpec, start_after: str | None, gone_reason: str
+    documents: Documents,
+    ledger: Ledger,
+    source: LandingSource,
+    spec: PipelineSpec,
+    start_after: str | None,
+    gone_reason: str,
 ) -> tuple[ScanResult, list[str], dict[str, Any] | None]:
     """One slice of the landing's listing from `start_after`: its unknown object versions recorded as a batch,
     and the documents of keys the listing no longer has removed from the corpus (and, through the change feed,
     the serving index). Listing mode runs it every tick, event mode's reconciliation every period."""
     result = scan(
         source,
-        store.ledger.known_versions,
+        ledger.known_versions,
         start_after=start_after,
         max_new=spec.landing.batch_max_objects,
         max_keys=spec.landing.scan_max_keys,
-        current=lambda after, upto: store.documents.current_keys_between(after, upto, source=source.uri),
+        current=lambda after, upto: documents.current_keys_between(after, upto, source=source.uri),
     )
-    removed = [k for k in result.gone if store.documents.remove_key(k, reason=gone_reason) is not None]
+    removed = [k for k in result.gone if documents.remove_key(k, reason=gone_reason) is not None]
     batch = None
     if result.new:
-        batch = store.ledger.record_batch(
+        batch = ledger.record_batch(
             source.uri, [NewObject(o.key, o.version, o.size, o.last_modified) for o in result.new]
         )
     return result, removed, batch
@@ -151,7 +159,8 @@ def list_slice(
 
 def reconcile(
     context: dg.SensorEvaluationContext,
-    store: StateStore,
+    documents: Documents,
+    ledger: Ledger,
     source: S3LandingSource,
     spec: PipelineSpec,
     cursor: dict[str, Any],
@@ -169,7 +178,9 @@ def reconcile(
         return None
     if "sweep_after" not in cursor and now - float(cursor["swept_at"]) < every:
         return None
-    result, removed, batch = list_slice(store, source, spec, cursor.get("sweep_after"), f"{GONE_REASON}, {MISSED}")
+    result, removed, batch = list_slice(
+        documents, ledger, source, spec, cursor.get("sweep_after"), f"{GONE_REASON}, {MISSED}"
+    )
     if result.next_start_after is None:  # the sweep reached the end of the listing: done until the next one
         cursor.pop("sweep_after", None)
         cursor["swept_at"] = now
@@ -237,14 +248,21 @@ def landing_tick(
                 f"RUNTIME_OPS_LANDING (landing.uri) = {spec.landing.uri!r} is not an s3:// landing: S3 event "
                 "notifications need an S3 bucket; unset one of the two"
             )
-        tick = drain_events(events_queue, store, source, max_objects=spec.landing.batch_max_objects, log=context.log)
+        tick = drain_events(
+            events_queue,
+            store.documents,
+            store.ledger,
+            source,
+            max_objects=spec.landing.batch_max_objects,
+            log=context.log,
+        )
         if tick.batch is not None:
             partitions.append(tick.batch["id"])
             run_requests.append(_batch_request(spec, tick.batch["id"], tick.batch["n_objects"]))
             context.log.info(f"landing batch {tick.batch['id']}: {tick.batch['n_objects']} new object versions")
         if tick.messages:
             context.log.info(f"landing events from {events_queue.url}: {tick.describe()}")
-        swept = reconcile(context, store, source, spec, cursor)
+        swept = reconcile(context, store.documents, store.ledger, source, spec, cursor)
         if swept is not None:
             partitions.append(swept["id"])
             run_requests.append(_batch_request(spec, swept["id"], swept["n_objects"]))
@@ -259,7 +277,9 @@ def landing_tick(
             dynamic_partitions_requests=[batches.build_add_request(partitions)],
         )
 
-    result, removed, batch = list_slice(store, source, spec, cursor.get("start_after"), GONE_REASON)
+    result, removed, batch = list_slice(
+        store.documents, store.ledger, source, spec, cursor.get("start_after"), GONE_REASON
+    )
     if removed:
         context.log.info(f"{len(removed)} documents gone from {source.uri} left the corpus: {', '.join(removed[:5])}")
     if batch is not None:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from runtime_ops.embedders.reference import is_reference, parse_reference
 from runtime_ops.http.urls import public_url
 from runtime_ops.pipeline.spec import EmbedderSpec, SentenceTransformerSpec
-from runtime_ops.store import StateStore
+from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.registry import Registry
 
 if TYPE_CHECKING:
     from runtime_ops.embedders.base import TextEmbedder
@@ -130,9 +131,11 @@ def embedder_from_artifact(
     raise ValueError(f"unknown embedder kind {kind!r} in a registered model")
 
 
-def load_embedder(store: StateStore, version: int, spec: EmbedderSpec | None = None) -> TextEmbedder:
-    model = store.registry.get_model(version)
+def load_embedder(
+    registry: Registry, artifacts: Artifacts, version: int, spec: EmbedderSpec | None = None
+) -> TextEmbedder:
+    model = registry.get_model(version)
     if model is None:
         raise LookupError(f"model version {version} is not in the registry")
-    data = store.artifacts.get_artifact(model["artifact_id"])
+    data = artifacts.get_artifact(model["artifact_id"])
     return embedder_from_artifact(model["digest"], data, model.get("params"), spec)

@@ -29,7 +29,7 @@ def locker_for(redis_url: str | None, database_url: str, settings: Settings) -> 
         # Lock waits are metrics of the state store whichever backend holds the locks; the store is opened on
         # the first observation, so taking a Redis lock does not wait for it.
         return RedisLocker(
-            redis_url, wait_observer=LockWaitRecorder(open_store=lambda: open_store(database_url, settings))
+            redis_url, wait_observer=LockWaitRecorder(open_metrics=lambda: open_store(database_url, settings).metrics)
         )
 
     return StoreLocker(open_store(database_url, settings))

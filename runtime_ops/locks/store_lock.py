@@ -88,7 +88,7 @@ class StoreLocker(LockerBase):
         self.store = store
         self._sql = _Statements(store.dialect)
         if wait_metrics:  # every acquire's wait goes to the lock-wait histogram in the same store
-            self.wait_observer = LockWaitRecorder(store)
+            self.wait_observer = LockWaitRecorder(store.metrics)
 
     def _unavailable(self, exc: BaseException) -> LockUnavailable:
         url = redact_url(self.store.engine.url.render_as_string(hide_password=False))

@@ -28,7 +28,8 @@ from runtime_ops.retries import IO_RETRY
 from runtime_ops.serving.rollout_start import start_rollout
 from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
-from runtime_ops.store.operations.alerts import alert_requester
+from runtime_ops.store.operations.alerts import Alerts, alert_requester
+from runtime_ops.store.operations.retraining import Retraining
 from runtime_ops.tags import ALERT_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 
 
@@ -115,7 +116,7 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
 SYSTEM = "system"
 
 
-def _requester(context: dg.AssetCheckExecutionContext, store: StateStore) -> str:
+def _requester(context: dg.AssetCheckExecutionContext, retraining: Retraining, alerts: Alerts) -> str:
     """Who asked for this candidate, from an authenticated record only: the operator of the retrain request
     (their key's approver id) or the alert rule that consumed into this run; otherwise the system (a policy
     trigger or a run launched in the Dagster UI, which has no users to authenticate). Run tags are not evidence:
@@ -123,11 +124,11 @@ def _requester(context: dg.AssetCheckExecutionContext, store: StateStore) -> str
     tags = context.run.tags
     trigger, run_key, alert_key = tags.get(RETRAIN_TRIGGER_TAG), tags.get(RETRAIN_KEY_TAG), tags.get(ALERT_TAG)
     if trigger in ("manual", "alert") and run_key:
-        request = store.retraining.request_for_run(run_key)
+        request = retraining.request_for_run(run_key)
         if request is not None and request.get("requested_by"):
             return str(request["requested_by"])
     if trigger == "alert" and alert_key:
-        alert = store.alerts.alert_for_run(alert_key)
+        alert = alerts.alert_for_run(alert_key)
         if alert is not None:
             return alert_requester(alert)
     return SYSTEM
@@ -192,7 +193,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         store = state.store().scoped(spec.name)
         outcome = evaluate_gate(
             store,
-            requested_by=_requester(context, store),
+            requested_by=_requester(context, store.retraining, store.alerts),
             run_id=context.run.run_id,
             policy=request_policy(spec),
             now=clock.now(),

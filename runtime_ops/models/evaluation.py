@@ -19,6 +19,7 @@ from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.changed_questions import changed_questions
 from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_lines, interval_text
 from runtime_ops.store import StateStore
+from runtime_ops.store.registry.evaluations import Evaluations
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 
@@ -35,7 +36,7 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
             "questions from (land more documents) and no reviewed golden set applies to it (evaluation.golden_set)",
             allow_retries=False,
         )
-    qs = save_question_set(store, qs, context.run_id)
+    qs = save_question_set(store.registry, store.artifacts, qs, context.run_id)
     for note in qs.notes:
         context.log.info(note)
     mix = qs.mix
@@ -87,13 +88,16 @@ def evaluate_candidate(
     questions = qs.gating
     started = time.monotonic()
     try:
-        cand_embedder = load_embedder(store, candidate_version, spec.embedder)
+        cand_embedder = load_embedder(store.registry, store.artifacts, candidate_version, spec.embedder)
         cand = score_candidate(store, candidate_version, cand_embedder, questions)
         prod = None
         if production_version is not None:
             # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
             prod = score_stored(
-                store, production_version, load_embedder(store, production_version, spec.embedder), questions
+                store,
+                production_version,
+                load_embedder(store.registry, store.artifacts, production_version, spec.embedder),
+                questions,
             )
     except ValueError as exc:
         raise dg.Failure(
@@ -201,7 +205,7 @@ def evaluate_candidate(
             "comparison": dg.MetadataValue.md(markdown),
             "history": dg.MetadataValue.md(
                 _history(
-                    store,
+                    store.evaluations,
                     {
                         **report,
                         "candidate_metrics": cand_metrics,
@@ -248,7 +252,7 @@ def _evidence_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _history(store: StateStore, report: dict[str, Any]) -> str:
+def _history(evaluations: Evaluations, report: dict[str, Any]) -> str:
     """The history table around `report`: its candidate and its production model on the report's own question
     set (production re-scored on it, as the gate compared them); other versions on the set of their own report."""
 
@@ -264,7 +268,7 @@ def _history(store: StateStore, report: dict[str, Any]) -> str:
     candidate_version, production_version = report["candidate_version"], report["production_version"]
     current_set = report["question_set"]
     rows: dict[int, EvaluatedVersion] = {}
-    for row in store.evaluations.eval_history():
+    for row in evaluations.eval_history():
         verdict = row["verdict"] or {}
         rows[row["candidate_version"]] = EvaluatedVersion(
             version=row["candidate_version"],

@@ -55,7 +55,7 @@ def promote(
 
     approval_id = config.approval_id or context.run.tags.get(APPROVAL_TAG)
     try:
-        version, request = verify_promotion(store, approval_id=approval_id)
+        version, request = verify_promotion(store.evaluations, store.requests, approval_id=approval_id)
     except PromotionRefused as exc:
         if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
             production = store.registry.alias(PRODUCTION_ALIAS)
@@ -68,7 +68,7 @@ def promote(
         raise dg.Failure(str(exc), allow_retries=False) from None
     previous = store.registry.alias(PRODUCTION_ALIAS)
     vectors = pipeline_vectors(spec)
-    refusal = backfill_refusal(store, vectors, version)
+    refusal = backfill_refusal(store.indexes, vectors, version)
     if refusal is not None:
         again = f"materialize production_model with approval {request['id']}"
         raise dg.Failure(f"{refusal} ({again})", allow_retries=False)
@@ -96,7 +96,9 @@ def promote(
                 run_id=context.run_id,
                 log=context.log.info,
             )
-            outcome = run(saga_id(request), steps, {}, StoreJournal(store, context.run_id), on_event=context.log.info)
+            outcome = run(
+                saga_id(request), steps, {}, StoreJournal(store.sagas, context.run_id), on_event=context.log.info
+            )
     except (LockError, SagaFailed) as exc:
         # Fail closed; retry with capped exponential backoff (Dagster's own backoff has no cap).
         wait = retry_wait(context.retry_number, PROMOTION_RETRY_CAP_S)

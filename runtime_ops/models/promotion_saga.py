@@ -21,6 +21,8 @@ from runtime_ops.saga.engine import SagaState, Step
 from runtime_ops.serving.index_swap import move_retrieval_index, production_index
 from runtime_ops.serving.vector_index import ensure_index, incomplete_backfill
 from runtime_ops.store import StateStore
+from runtime_ops.store.operations.sagas import Sagas
+from runtime_ops.store.serving.indexes import Indexes
 from runtime_ops.tags import PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
@@ -28,25 +30,25 @@ from runtime_ops.vectors.base import VectorStore
 class StoreJournal:
     """Saga state in the state store's `sagas` table."""
 
-    def __init__(self, store: StateStore, owner: str | None, kind: str = "promotion") -> None:
-        self.store, self.owner, self.kind = store, owner, kind
+    def __init__(self, sagas: Sagas, owner: str | None, kind: str = "promotion") -> None:
+        self.sagas, self.owner, self.kind = sagas, owner, kind
 
     def load(self, saga_id: str) -> SagaState | None:
-        row = self.store.sagas.load_saga(saga_id)
+        row = self.sagas.load_saga(saga_id)
         if row is None:
             return None
         return SagaState(saga_id, status=row["status"], steps=list(row["steps"] or []), error=row["error"])
 
     def save(self, state: SagaState) -> None:
-        self.store.sagas.save_saga(
+        self.sagas.save_saga(
             state.saga_id, kind=self.kind, status=state.status, steps=state.steps, error=state.error, owner=self.owner
         )
 
 
-def backfill_refusal(store: StateStore, vectors: VectorStore, version: int) -> str | None:
+def backfill_refusal(indexes: Indexes, vectors: VectorStore, version: int) -> str | None:
     """Why `version` cannot be promoted yet (a backfill is still filling its index), or None. Filling the rest
     inside the promotion would redo in one run, under the promotion lock, what the backfill spreads over many."""
-    why = incomplete_backfill(store, vectors, version)
+    why = incomplete_backfill(indexes, vectors, version)
     return None if why is None else f"refusing to promote {version_label(version)} yet: {why}; promote again once it is"
 
 
@@ -100,12 +102,19 @@ def promotion_steps(
         # journaled before `previous_index` was recorded) to the restored production's complete index.
         def serve(index_id: int | None) -> bool:
             move = move_retrieval_index(
-                store, held(), index_id, actor="compensation", run_id=run_id, approval_id=request["id"], log=log
+                store.registry,
+                store.indexes,
+                held(),
+                index_id,
+                actor="compensation",
+                run_id=run_id,
+                approval_id=request["id"],
+                log=log,
             )
             return move.stood_down is None
 
         if not ("previous_index" in data and serve(data["previous_index"])):
-            serve(production_index(store, vectors, previous))
+            serve(production_index(store.indexes, vectors, previous))
 
     def swap_index(ctx: dict[str, Any]) -> dict[str, Any]:
         # The new model's shadow index: filled from the whole corpus (or resumed), then in step with the feed.
@@ -113,7 +122,14 @@ def promotion_steps(
         state = ensure_index(store, vectors, version, log=log, run_id=run_id)
         failpoint("promotion.index")
         move = move_retrieval_index(
-            store, held(), state.index_id, actor=actor, approval_id=request["id"], run_id=run_id, log=log
+            store.registry,
+            store.indexes,
+            held(),
+            state.index_id,
+            actor=actor,
+            approval_id=request["id"],
+            run_id=run_id,
+            log=log,
         )
         if move.serving != state.index_id:  # production is this saga's version under its own lock: cannot happen
             raise RuntimeError(move.message)

@@ -20,6 +20,10 @@ from runtime_ops.models.questions import GeneratedQuestion, generate_questions, 
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops.store import StateStore
+from runtime_ops.store.corpus.documents import Documents
+from runtime_ops.store.operations.effects import Effects
+from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.tags import PRODUCTION_ALIAS
 
 ALIAS = "question_set"
@@ -90,13 +94,13 @@ def question_profile(store: StateStore, spec: PipelineSpec) -> int:
     """The chunking profile questions are generated from: production's (so a candidate that cuts differently is
     scored on the same questions as before), else the declared one; its chunks are cut first where missing."""
     production = store.registry.alias(PRODUCTION_ALIAS)
-    profile = store.profiles.of_model(production) if production is not None else declared(store, spec)[0]
-    ensure_chunks(store, profile)
+    profile = store.profiles.of_model(production) if production is not None else declared(store.profiles, spec)[0]
+    ensure_chunks(store.documents, store.profiles, profile)
     return profile
 
 
-def _chunks(store: StateStore, profile: int) -> Iterator[tuple[int, str, str]]:
-    for page in store.documents.iter_current_chunks(profile=profile):
+def _chunks(documents: Documents, profile: int) -> Iterator[tuple[int, str, str]]:
+    for page in documents.iter_current_chunks(profile=profile):
         yield from page
 
 
@@ -121,7 +125,12 @@ _GIVE_UP_AFTER = 3
 
 
 def endpoint_questions(
-    store: StateStore, spec: PipelineSpec, generated: list[GeneratedQuestion], notes: list[str], run_id: str | None
+    documents: Documents,
+    effects: Effects,
+    spec: PipelineSpec,
+    generated: list[GeneratedQuestion],
+    notes: list[str],
+    run_id: str | None,
 ) -> list[GeneratedQuestion]:
     """Have the pipeline's chat endpoint (answers.endpoint) write the inverse-cloze questions in its own words.
 
@@ -135,7 +144,7 @@ def endpoint_questions(
     assert answers.endpoint is not None
     key = os.environ.get(answers.api_key_env) if answers.api_key_env else None
     ids = [int(q.provenance["chunk_id"]) for q in generated if q.provenance.get("method") == "inverse_cloze"]
-    texts = store.documents.chunk_texts(ids)
+    texts = documents.chunk_texts(ids)
     out: list[GeneratedQuestion] = []
     asked = reused = failed = streak = 0
     with ChatEndpoint(answers.endpoint, api_key=key or None, model=answers.model) as llm:
@@ -146,7 +155,7 @@ def endpoint_questions(
                 continue
             digest = str(q.provenance["chunk_sha256"])
             effect = f"question:{answers.model}:{digest}"
-            claim = store.effects.claim_effect(effect, "question", run_id or "golden_questions")
+            claim = effects.claim_effect(effect, "question", run_id or "golden_questions")
             text = None
             if claim.action == "skip" and claim.result:
                 text, reused = str(claim.result["question"]), reused + 1
@@ -159,10 +168,10 @@ def endpoint_questions(
                     text = " ".join(reply.split())[:500] or None
                     asked, streak = asked + 1, 0
                 except EndpointError as exc:
-                    store.effects.fail_effect(effect, str(exc))
+                    effects.fail_effect(effect, str(exc))
                     failed, streak = failed + 1, streak + 1
                 if text:
-                    store.effects.finish_effect(effect, {"question": text})
+                    effects.finish_effect(effect, {"question": text})
             if not text:
                 out.append(q)
                 continue
@@ -192,9 +201,9 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
         # so its share is only about `holdout_fraction`); generation keeps a prefix property, so extra questions
         # never change which ones come first.
         wanted = int(missing / ev.holdout_fraction * 1.5) + 20
-        generated = generate_questions(_chunks(store, profile), n=wanted, seed=ev.seed)
+        generated = generate_questions(_chunks(store.documents, profile), n=wanted, seed=ev.seed)
         if ev.endpoint_questions and spec.answers.endpoint:
-            generated = endpoint_questions(store, spec, generated, notes, run_id)
+            generated = endpoint_questions(store.documents, store.effects, spec, generated, notes, run_id)
         train, holdout = split_holdout(generated, fraction=ev.holdout_fraction, seed=ev.seed)
         held = {q.id for q in holdout[:missing]}
         spare = {q.id for q in holdout[missing:]}
@@ -211,12 +220,12 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
     return qs
 
 
-def save_question_set(store: StateStore, qs: QuestionSet, run_id: str | None) -> QuestionSet:
+def save_question_set(registry: Registry, artifacts: Artifacts, qs: QuestionSet, run_id: str | None) -> QuestionSet:
     data = qs.to_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    artifact_id = store.artifacts.put_artifact(_KIND, data, digest)
-    if store.registry.alias(ALIAS) != artifact_id:
-        store.registry.set_alias(ALIAS, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
+    artifact_id = artifacts.put_artifact(_KIND, data, digest)
+    if registry.alias(ALIAS) != artifact_id:
+        registry.set_alias(ALIAS, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
     qs.version, qs.artifact_id = digest, artifact_id
     return qs
 
@@ -226,4 +235,4 @@ def current_question_set(store: StateStore, spec: PipelineSpec, run_id: str | No
     artifact_id = store.registry.alias(ALIAS)
     if artifact_id is not None:
         return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
-    return save_question_set(store, build_question_set(store, spec, run_id), run_id)
+    return save_question_set(store.registry, store.artifacts, build_question_set(store, spec, run_id), run_id)

@@ -32,7 +32,9 @@ def evaluate_production(store: StateStore, spec: PipelineSpec) -> dg.Materialize
         raise dg.Failure("no production model to evaluate", allow_retries=False)
     qs = current_question_set(store, spec)
     try:
-        scored = score_stored(store, version, load_embedder(store, version, spec.embedder), qs.gating)
+        scored = score_stored(
+            store, version, load_embedder(store.registry, store.artifacts, version, spec.embedder), qs.gating
+        )
     except ValueError as exc:
         raise dg.Failure(f"{exc}; rematerialize golden_questions", allow_retries=False) from None
     metrics = scored.means

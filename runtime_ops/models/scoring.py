@@ -21,6 +21,7 @@ from runtime_ops.models.golden import GoldenQuestion
 from runtime_ops.models.metrics import StreamingRanker, per_question_metrics
 from runtime_ops.serving.indexing import embed_missing
 from runtime_ops.store import StateStore
+from runtime_ops.store.corpus.embeddings import Embeddings
 
 PAGE = 2048
 KS = (1, 5, 10)
@@ -42,9 +43,9 @@ class Scored:
 
 
 def _candidate_pages(
-    store: StateStore, version: int, embedder: TextEmbedder, reused: list[int]
+    embeddings: Embeddings, version: int, embedder: TextEmbedder, reused: list[int]
 ) -> Iterator[tuple[list[str], np.ndarray]]:
-    for page in store.embeddings.iter_current_chunks_with_vectors(version, batch_size=PAGE):
+    for page in embeddings.iter_current_chunks_with_vectors(version, batch_size=PAGE):
         vectors = np.empty((len(page), embedder.dim), dtype=np.float32)
         missing = [i for i, (_, _, _, raw) in enumerate(page) if raw is None]
         if missing:
@@ -56,8 +57,8 @@ def _candidate_pages(
         yield [key for _, key, _, _ in page], vectors
 
 
-def _stored_pages(store: StateStore, version: int, dim: int) -> Iterator[tuple[list[str], np.ndarray]]:
-    for page in store.embeddings.iter_current_embeddings(version, batch_size=PAGE):
+def _stored_pages(embeddings: Embeddings, version: int, dim: int) -> Iterator[tuple[list[str], np.ndarray]]:
+    for page in embeddings.iter_current_embeddings(version, batch_size=PAGE):
         vectors = np.frombuffer(b"".join(raw for _, _, raw in page), dtype="<f4").reshape(len(page), dim)
         yield [key for _, key, _ in page], vectors
 
@@ -90,10 +91,10 @@ def score_candidate(
 ) -> Scored:
     """Score candidate `version` (embedded by `embedder`) without storing anything: its stored vectors where a
     backfill left them, the other chunks embedded page by page."""
-    ensure_model_chunks(store, version)
+    ensure_model_chunks(store.documents, store.profiles, version)
     query_vecs = embedder.embed([q.question for q in questions])
     reused = [0]
-    scored = score_pages(_candidate_pages(store, version, embedder, reused), query_vecs, questions)
+    scored = score_pages(_candidate_pages(store.embeddings, version, embedder, reused), query_vecs, questions)
     scored.stored = reused[0]
     return scored
 
@@ -108,4 +109,4 @@ def score_stored(
     """Score `version` from its stored vectors (embedding, and storing, only the chunks it has none for)."""
     embed_missing(store, version, log, embedder=embedder)
     query_vecs = embedder.embed([q.question for q in questions])
-    return score_pages(_stored_pages(store, version, embedder.dim), query_vecs, questions)
+    return score_pages(_stored_pages(store.embeddings, version, embedder.dim), query_vecs, questions)

@@ -18,6 +18,11 @@ from runtime_ops.policies.retrain import (
 )
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.store import StateStore
+from runtime_ops.store.corpus.changes import CorpusChanges
+from runtime_ops.store.corpus.ledger import Ledger
+from runtime_ops.store.corpus.profiles import ChunkingProfiles
+from runtime_ops.store.operations.retraining import Retraining
+from runtime_ops.store.serving.indexes import Indexes
 from runtime_ops.tags import LIFECYCLE_TAG, RETRAIN_KEY_TAG, RETRAIN_TRIGGER_TAG
 
 ACTIVE_STATUSES = [
@@ -66,13 +71,13 @@ def embedder_switch(spec: EmbedderSpec, latest: dict[str, Any] | None) -> str | 
     return None
 
 
-def chunking_switch(store: StateStore, spec: PipelineSpec, latest: dict[str, Any] | None) -> str | None:
+def chunking_switch(profiles: ChunkingProfiles, spec: PipelineSpec, latest: dict[str, Any] | None) -> str | None:
     """What the declared chunking changed from the newest model's (None: the same, or no model yet): a new window
     or new chunk settings are a new candidate, like a new embedder."""
     if latest is None:
         return None
     declared = declared_profile(spec.embedder, spec.chunking)
-    current = store.profiles.get(store.profiles.of_model(int(latest["version"])))
+    current = profiles.get(profiles.of_model(int(latest["version"])))
     if declared.digest == current.digest:
         return None
     return f"the chunking changed from {current.describe()} to {declared.describe()}"
@@ -120,11 +125,13 @@ def decide_retrain(store: StateStore, spec: PipelineSpec) -> Decision:
     return should_retrain(policy, retrain_facts(store, policy))
 
 
-def request_retrain(store: StateStore, *, reason: str, requested_by: str | None = None, source: str = "manual") -> int:
+def request_retrain(
+    retraining: Retraining, ledger: Ledger, *, reason: str, requested_by: str | None = None, source: str = "manual"
+) -> int:
     """Ask the corpus sensor for one retrain (consumed by its next tick that is not waiting for a lifecycle run);
     `source` "alert" requests are honoured only while retrain.on_alert is on. Returns the request id."""
-    return store.retraining.request_retrain(
-        source=source, reason=reason, requested_by=requested_by, corpus_revision=store.ledger.corpus_revision()
+    return retraining.request_retrain(
+        source=source, reason=reason, requested_by=requested_by, corpus_revision=ledger.corpus_revision()
     )
 
 
@@ -138,17 +145,21 @@ def serving_run_active(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | 
 
 
 def removals_sync(
-    context: dg.SensorEvaluationContext, store: StateStore, spec: PipelineSpec, index_job: AssetJob
+    context: dg.SensorEvaluationContext,
+    indexes: Indexes,
+    changes: CorpusChanges,
+    spec: PipelineSpec,
+    index_job: AssetJob,
 ) -> dg.RunRequest | None:
     """An index_job run when documents left the corpus (deleted at the landing, through S3 events or the webhook)
     and the serving index still holds them. New documents need no such run: automation follows their ingestion,
     but a deletion materializes nothing it could follow. One run per feed position (run key)."""
-    index = store.indexes.current_index()
-    if index is None or store.changes.pending(int(index["synced_seq"]), op="remove") == 0:
+    index = indexes.current_index()
+    if index is None or changes.pending(int(index["synced_seq"]), op="remove") == 0:
         return None
     if serving_run_active(context.instance, dg.AssetKey(spec.asset_path("document_embeddings"))):
         return None  # that run applies the removals too
-    key = f"sync:removals:seq{store.changes.head()}"
+    key = f"sync:removals:seq{changes.head()}"
     context.log.info(
         f"documents left the corpus since index #{index['id']} last synced: {index_job.name}, run key {key}"
     )
@@ -187,7 +198,7 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
             revision = store.ledger.corpus_revision()
             return retrain("embedder", f"retrain:embedder:{spec.embedder.kind}:rev{revision}", switched)
         try:
-            rechunked = chunking_switch(store, spec, latest)
+            rechunked = chunking_switch(store.profiles, spec, latest)
         except ValueError as exc:  # the declared model is not on this host, or a window it cannot read
             return dg.SkipReason(f"the declared chunking cannot be resolved: {exc}")
         if rechunked:
@@ -197,7 +208,9 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         facts = retrain_facts(store, policy)
         decision = should_retrain(policy, facts)
         if not decision.retrain or decision.trigger is None:
-            return removals_sync(context, store, spec, index_job) or dg.SkipReason(decision.reason)
+            return removals_sync(context, store.indexes, store.changes, spec, index_job) or dg.SkipReason(
+                decision.reason
+            )
         if decision.trigger in ("alert", "manual") and facts.request is not None:
             # Consumed once, before the run is requested: a later tick in the same state decides anew.
             store.retraining.consume_request(facts.request.id, decision.key)

@@ -19,6 +19,7 @@ from runtime_ops.embedders.sampling import bounded_sample
 from runtime_ops.pipeline.chunking import LEGACY, ChunkingProfile
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.store import StateStore
+from runtime_ops.store.corpus.documents import Documents
 from runtime_ops.tags import CANDIDATE_ALIAS
 
 
@@ -38,8 +39,8 @@ class _CorpusPass:
     chunks: int = 0
     documents: set[str] = field(default_factory=set)
 
-    def texts(self, store: StateStore, profile: int) -> Iterator[str]:
-        for page in store.documents.iter_current_chunks(profile=profile):
+    def texts(self, documents: Documents, profile: int) -> Iterator[str]:
+        for page in documents.iter_current_chunks(profile=profile):
             self.chunks += len(page)
             for _, key, text in page:
                 self.documents.add(key)
@@ -92,10 +93,10 @@ def train_candidate(
     # The candidate reads the chunks of the declared chunking: a profile new to the corpus (an embedder with
     # another window) cuts the current documents now, beside the chunks production keeps serving.
     try:
-        profile_id, profile = declared(store, spec)
+        profile_id, profile = declared(store.profiles, spec)
     except ValueError as exc:
         raise dg.Failure(f"{spec.source or spec.name}: {exc}", allow_retries=False) from None
-    rechunked = ensure_chunks(store, profile_id, profile=profile, log=context.log.info)
+    rechunked = ensure_chunks(store.documents, store.profiles, profile_id, profile=profile, log=context.log.info)
     n_chunks = store.documents.current_chunk_count(profile=profile_id)
     if n_chunks < 2:
         raise dg.Failure(
@@ -106,10 +107,12 @@ def train_candidate(
     started = time.monotonic()
     corpus = _CorpusPass()
     if spec.embedder.trainable:
-        data, params, dim, extra = _fit_lsa(config, corpus.texts(store, profile_id), spec)
+        data, params, dim, extra = _fit_lsa(config, corpus.texts(store.documents, profile_id), spec)
     else:
         data, params, dim, extra = _reference(spec)
-        for _ in corpus.texts(store, profile_id):  # a pretrained model reads no text: only the counts it records
+        for _ in corpus.texts(
+            store.documents, profile_id
+        ):  # a pretrained model reads no text: only the counts it records
             pass
     n_chunks, n_documents = corpus.chunks, len(corpus.documents)
     train_s = time.monotonic() - started

@@ -3,12 +3,13 @@
 `/metrics` reads them back (`runtime_ops.observability.collector`).
 
     from runtime_ops.observability import metric_writes
-    metric_writes.observe(store, "runtime_ops_lock_wait_seconds", 0.12, {"lock": "promotion", "outcome": "acquired"})
+    labels = {"lock": "promotion", "outcome": "acquired"}
+    metric_writes.observe(store.metrics, "runtime_ops_lock_wait_seconds", 0.12, labels)
 
 `observe`, `observe_many` and `inc` never raise: an observation that cannot be written is logged as a warning and
 counted (`runtime_ops_metrics_write_errors_total`), and the work it measured carries on.
 
-Pure module: no Dagster, no SQLAlchemy; the store is only passed in.
+Pure module: no Dagster, no SQLAlchemy; the store's metrics repository is only passed in.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from runtime_ops.store.operations import series
 from runtime_ops.store.operations.series import SeriesDelta, canonical_labels, note_write_error
 
 if TYPE_CHECKING:
-    from runtime_ops.store import StateStore
+    from runtime_ops.store.operations.metrics import Metrics
 
 # The logger these warnings always had (they were written from the catalog module): log names stay.
 log = logging.getLogger("runtime_ops.observability.metrics")
@@ -51,28 +52,28 @@ def _definition(name: str, kind: str) -> MetricDef:
 
 
 # Failed writes are counted by the store's metrics repository (`write_errors()` reads this process' counts).
-def _failed(store: StateStore | None, name: str, exc: BaseException) -> None:
-    if store is not None:
-        store.metrics.failed(name, exc)
+def _failed(metrics: Metrics | None, name: str, exc: BaseException) -> None:
+    if metrics is not None:
+        metrics.failed(name, exc)
         return
     note_write_error(name)
     log.warning("metric %s not recorded (%s: %s); the observed work goes on", name, type(exc).__name__, exc)
 
 
-def record(store: StateStore | None, deltas: Sequence[SeriesDelta]) -> bool:
+def record(metrics: Metrics | None, deltas: Sequence[SeriesDelta]) -> bool:
     """Add `deltas` to the store in one transaction. Never raises; False when nothing was written."""
-    if store is None or not deltas:
+    if metrics is None or not deltas:
         return False
-    return bool(store.metrics.record(deltas))
+    return bool(metrics.record(deltas))
 
 
-def observe(store: StateStore | None, name: str, value: float, labels: Mapping[str, object] | None = None) -> bool:
+def observe(metrics: Metrics | None, name: str, value: float, labels: Mapping[str, object] | None = None) -> bool:
     """Add one observation to the durable histogram `name`. Never raises."""
-    return observe_many(store, name, [value], labels)
+    return observe_many(metrics, name, [value], labels)
 
 
 def observe_many(
-    store: StateStore | None, name: str, values: Sequence[float], labels: Mapping[str, object] | None = None
+    metrics: Metrics | None, name: str, values: Sequence[float], labels: Mapping[str, object] | None = None
 ) -> bool:
     """Add several observations of one series (a whole batch) in one transaction. Never raises."""
     if not values:
@@ -80,44 +81,44 @@ def observe_many(
     try:
         delta = histogram_delta(name, values, labels)
     except Exception as exc:
-        _failed(store, name, exc)
+        _failed(metrics, name, exc)
         return False
-    return record(store, [delta])
+    return record(metrics, [delta])
 
 
-def inc(store: StateStore | None, name: str, labels: Mapping[str, object] | None = None, by: float = 1) -> bool:
+def inc(metrics: Metrics | None, name: str, labels: Mapping[str, object] | None = None, by: float = 1) -> bool:
     """Add `by` to the durable counter `name`. Never raises."""
     try:
         delta = counter_delta(name, labels, by)
     except Exception as exc:
-        _failed(store, name, exc)
+        _failed(metrics, name, exc)
         return False
-    return record(store, [delta])
+    return record(metrics, [delta])
 
 
 class LockWaitRecorder:
     """The lockers' wait observer: `recorder(lock, outcome, seconds)` adds one lock-wait observation.
 
-    Takes the store itself, or a zero-argument factory opening it on first use (a RedisLocker's process may
-    never need the state store otherwise).
+    Takes the store's metrics repository itself, or a zero-argument factory opening the store and returning it on
+    first use (a RedisLocker's process may never need the state store otherwise).
     """
 
-    def __init__(self, store: StateStore | None = None, open_store: Callable[[], StateStore] | None = None) -> None:
-        self._store = store
-        self._open = open_store
+    def __init__(self, metrics: Metrics | None = None, open_metrics: Callable[[], Metrics] | None = None) -> None:
+        self._metrics = metrics
+        self._open = open_metrics
         self._lock = threading.Lock()
 
-    def _get_store(self) -> StateStore | None:
-        if self._store is None and callable(self._open):
+    def _get_metrics(self) -> Metrics | None:
+        if self._metrics is None and callable(self._open):
             with self._lock:
-                if self._store is None:
-                    self._store = self._open()
-        return self._store
+                if self._metrics is None:
+                    self._metrics = self._open()
+        return self._metrics
 
     def __call__(self, lock: str, outcome: str, seconds: float) -> None:
         try:
-            store = self._get_store()
+            metrics = self._get_metrics()
         except Exception as exc:
             _failed(None, "runtime_ops_lock_wait_seconds", exc)
             return
-        observe(store, "runtime_ops_lock_wait_seconds", max(seconds, 0.0), {"lock": lock, "outcome": outcome})
+        observe(metrics, "runtime_ops_lock_wait_seconds", max(seconds, 0.0), {"lock": lock, "outcome": outcome})

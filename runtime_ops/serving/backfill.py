@@ -20,6 +20,7 @@ from runtime_ops.retries import IO_RETRY
 from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.embeddings import Shard
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.tags import CANDIDATE_ALIAS, MODEL_VERSION_TAG
 
 # A partition waits this long for another one's upserts (a shard of a large corpus takes a while to upsert).
@@ -32,17 +33,17 @@ def shard_partitions(spec: PipelineSpec) -> dg.StaticPartitionsDefinition:
     return dg.StaticPartitionsDefinition([Shard(i, count).key for i in range(count)])
 
 
-def target_version(context: dg.AssetExecutionContext, store: StateStore) -> int:
+def target_version(context: dg.AssetExecutionContext, registry: Registry) -> int:
     tagged = context.run.tags.get(MODEL_VERSION_TAG)
     if tagged is not None:
-        if not tagged.isdigit() or store.registry.get_model(int(tagged)) is None:
+        if not tagged.isdigit() or registry.get_model(int(tagged)) is None:
             raise dg.Failure(
                 f"run tag {MODEL_VERSION_TAG}={tagged!r} names no registered model version of pipeline "
-                f"{store.pipeline}: tag the backfill with a version the registry has",
+                f"{registry.pipeline}: tag the backfill with a version the registry has",
                 allow_retries=False,
             )
         return int(tagged)
-    candidate = store.registry.alias(CANDIDATE_ALIAS)
+    candidate = registry.alias(CANDIDATE_ALIAS)
     if candidate is None:
         raise dg.Failure(
             f"no model version to embed: tag the backfill {MODEL_VERSION_TAG}=<version>, or train a candidate "
@@ -58,7 +59,7 @@ def fill_partition(
     # numpy: kept out of the code location's load
     from runtime_ops.serving.shards import fill_shard
 
-    version = target_version(context, store)
+    version = target_version(context, store.registry)
     shard = Shard(int(context.partition_key), spec.backfill.shards)
     vectors = pipeline_vectors(spec)
     locker = locks.locker()

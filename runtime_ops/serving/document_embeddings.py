@@ -8,13 +8,14 @@ import dagster as dg
 
 from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.store import StateStore
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.tags import PRODUCTION_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
 
-def production_version(store: StateStore) -> int:
+def production_version(registry: Registry) -> int:
     """The production model's version; a step that needs one fails when nothing was promoted yet."""
-    version = store.registry.alias(PRODUCTION_ALIAS)
+    version = registry.alias(PRODUCTION_ALIAS)
     if version is None:
         raise dg.Failure("no production model yet: promote one first (production_model)")
     return int(version)
@@ -26,15 +27,19 @@ def embed_corpus(context: dg.AssetExecutionContext, store: StateStore, vectors: 
     from runtime_ops.serving.indexing import record_drift
     from runtime_ops.serving.vector_index import ensure_index
 
-    version = production_version(store)
+    version = production_version(store.registry)
     started = time.monotonic()
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     drift = BatchDrift(getattr(embedder, "knows_term", None))
     state = ensure_index(
         store, vectors, version, log=context.log.info, run_id=context.run_id, observe=drift.observe, embedder=embedder
     )
     # A fill recorded the model's centroid itself; a sync's new chunks are the drift signal of this batch.
-    signal = None if state.filled else record_drift(store, version, drift, first=False, run_id=context.run_id)
+    signal = (
+        None
+        if state.filled
+        else record_drift(store.ledger, store.retraining, version, drift, first=False, run_id=context.run_id)
+    )
     meta: dict[str, Any] = {}
     if signal is not None:  # what the corpus sensor's retrain policy reads (drift_signals)
         meta["drift/chunks"] = dg.MetadataValue.int(signal.chunks)

@@ -17,7 +17,8 @@ from runtime_ops.labels import index_label, version_label
 from runtime_ops.locks.base import Lease, Locker
 from runtime_ops.locks.promotion import promotion_lease
 from runtime_ops.store import StateStore
-from runtime_ops.store.serving.indexes import READY
+from runtime_ops.store.registry.registry import Registry
+from runtime_ops.store.serving.indexes import READY, Indexes
 from runtime_ops.tags import PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
@@ -37,7 +38,8 @@ class IndexMove:
 
 
 def move_retrieval_index(
-    store: StateStore,
+    registry: Registry,
+    indexes: Indexes,
     lock: Locker | Lease,
     index_id: int | None,
     *,
@@ -52,11 +54,11 @@ def move_retrieval_index(
     `lock` is a locker (the promotion lock is taken for this call) or the lease of the promotion lock the caller
     already holds (a saga step: the same lease, no second acquisition).
     """
-    assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
-    with promotion_lease(lock, store.pipeline) as lease:
-        production = store.registry.alias(PRODUCTION_ALIAS)
-        previous = store.registry.alias(SERVING_INDEX_ALIAS)
-        refusal = _refusal(store, index_id, production)
+    assert registry.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
+    with promotion_lease(lock, registry.pipeline) as lease:
+        production = registry.alias(PRODUCTION_ALIAS)
+        previous = registry.alias(SERVING_INDEX_ALIAS)
+        refusal = _refusal(indexes, index_id, production)
         if refusal is not None:
             stays = f"stays at {index_label(previous)}" if previous is not None else "stays unset"
             message = f"{SERVING_INDEX_ALIAS} {stays}: {refusal}"
@@ -68,9 +70,9 @@ def move_retrieval_index(
             )
             return IndexMove(False, previous, previous, production, lease.fence, message)
         if index_id is None:
-            store.registry.remove_alias(SERVING_INDEX_ALIAS, actor=actor, run_id=run_id, fence=lease.fence)
+            registry.remove_alias(SERVING_INDEX_ALIAS, actor=actor, run_id=run_id, fence=lease.fence)
         else:
-            store.registry.set_alias(
+            registry.set_alias(
                 SERVING_INDEX_ALIAS, index_id, actor=actor, approval_id=approval_id, run_id=run_id, fence=lease.fence
             )
         what = f"model {version_label(production)}" if index_id is not None else "production is unset"
@@ -79,15 +81,15 @@ def move_retrieval_index(
         return IndexMove(True, index_id, previous, production, lease.fence, message)
 
 
-def _refusal(store: StateStore, index_id: int | None, production: int | None) -> str | None:
+def _refusal(indexes: Indexes, index_id: int | None, production: int | None) -> str | None:
     """Why `index_id` must not serve while production is `production` (None: it may)."""
     if index_id is None:
         if production is None:
             return None
         return f"it is removed only while production is unset, and production is {version_label(production)}"
-    row = store.indexes.get_index(index_id)
+    row = indexes.get_index(index_id)
     if row is None:
-        raise LookupError(f"index {index_label(index_id)} is not an index of pipeline {store.pipeline!r}")
+        raise LookupError(f"index {index_label(index_id)} is not an index of pipeline {indexes.pipeline!r}")
     built_for = int(row["model_version"])
     if built_for != production:
         return (
@@ -99,11 +101,11 @@ def _refusal(store: StateStore, index_id: int | None, production: int | None) ->
     return None
 
 
-def production_index(store: StateStore, vectors: VectorStore, version: int | None) -> int | None:
+def production_index(indexes: Indexes, vectors: VectorStore, version: int | None) -> int | None:
     """The complete index of `version` in `vectors` (None: no version, or it has none there)."""
     if version is None:
         return None
-    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    row = indexes.index_for(version, vectors.kind, vectors.describe())
     return int(row["id"]) if row is not None and row["status"] == READY else None
 
 
@@ -128,4 +130,6 @@ def serve_production(
         index_id = None
         if production is not None:
             index_id = ensure_index(store, vectors, production, log=log, run_id=run_id).index_id
-        return move_retrieval_index(store, held, index_id, actor=actor, run_id=run_id, approval_id=approval_id, log=log)
+        return move_retrieval_index(
+            store.registry, store.indexes, held, index_id, actor=actor, run_id=run_id, approval_id=approval_id, log=log
+        )

@@ -23,6 +23,8 @@ from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.embeddings import Shard
+from runtime_ops.store.corpus.ledger import Ledger
+from runtime_ops.store.operations.retraining import Retraining
 
 # Chunks per page: one query, one embed call and one commit each (the unit a killed run resumes from). Pages of
 # 1,024 rather than 256 cut the per-page costs (statements, commits) of an lsa pass by ~10%.
@@ -54,8 +56,8 @@ def embed_missing(
     still written in order.
     """
     # The version reads its own profile's chunks: any current document not cut for it yet is cut first.
-    ensure_model_chunks(store, version, log=log)
-    embedder = embedder or load_embedder(store, version)
+    ensure_model_chunks(store.documents, store.profiles, version, log=log)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
     counts = counts or store.embeddings.embedding_counts(version, shard=shard)
     todo = counts["current_chunks"] - counts["embedded"]
     written = 0
@@ -124,20 +126,26 @@ class DriftSignal:
 
 
 def record_drift(
-    store: StateStore, version: int, drift: BatchDrift, *, first: bool, run_id: str | None = None
+    ledger: Ledger,
+    retraining: Retraining,
+    version: int,
+    drift: BatchDrift,
+    *,
+    first: bool,
+    run_id: str | None = None,
 ) -> DriftSignal | None:
     """Record the drift signal of the chunks `drift` observed (None when it observed none): their embedding shift
     from the model's running centroid before them and their OOV rate. `first`: they are every vector of the model
     (a fill), which sets the centroid and signals nothing."""
     if not drift.chunks or drift.batch is None:
         return None
-    revision = store.ledger.corpus_revision()
-    stored = None if first else store.retraining.latest_centroid(version)
+    revision = ledger.corpus_revision()
+    stored = None if first else retraining.latest_centroid(version)
     before = Centroid.from_bytes(*stored) if stored is not None else Centroid.empty(len(drift.batch.sum))
     shift = drift.shift_from(before) if before.count else None
     oov = None if first else drift.oov_rate
     after = before.plus(drift.batch)
-    store.retraining.record_drift_signal(
+    retraining.record_drift_signal(
         model_version=version,
         corpus_revision=revision,
         chunks=drift.chunks,

@@ -11,6 +11,8 @@ from runtime_ops.pipeline.spec import AnswersSpec
 from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops.serving.passages import merge_passages
 from runtime_ops.store import StateStore
+from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.tags import QUESTION_SET_ALIAS
 from runtime_ops.vectors.base import VectorStore
 
@@ -25,7 +27,7 @@ class AnswersConfig(dg.Config):
 SAMPLE_QUESTIONS = 5
 
 
-def default_questions(store: StateStore, answers: AnswersSpec) -> list[str]:
+def default_questions(registry: Registry, artifacts: Artifacts, answers: AnswersSpec) -> list[str]:
     """The pipeline's `answers.questions_file`, else the first few gating questions of its current evaluation set
     (`golden_questions`): questions about the team's own corpus, never another pipeline's."""
     import json
@@ -39,10 +41,10 @@ def default_questions(store: StateStore, answers: AnswersSpec) -> list[str]:
                 allow_retries=False,
             ) from None
         return [q.strip() for q in text.splitlines() if q.strip()]
-    artifact_id = store.registry.alias(QUESTION_SET_ALIAS)
+    artifact_id = registry.alias(QUESTION_SET_ALIAS)
     if artifact_id is None:
         return []
-    rows = [json.loads(line) for line in store.artifacts.get_artifact(artifact_id).decode("utf-8").splitlines() if line]
+    rows = [json.loads(line) for line in artifacts.get_artifact(artifact_id).decode("utf-8").splitlines() if line]
     return [str(r["question"]) for r in sorted(rows, key=lambda r: str(r["id"])) if r.get("gating")][:SAMPLE_QUESTIONS]
 
 
@@ -78,7 +80,7 @@ def answer_questions(
     from runtime_ops.serving.answerer import answer_with
     from runtime_ops.serving.search import NoServingIndex, Searcher
 
-    questions = config.questions or default_questions(store, answers)
+    questions = config.questions or default_questions(store.registry, store.artifacts, answers)
     if not questions:
         raise dg.Failure(
             "no questions to answer: set answers.questions_file in the pipeline's defs.yaml, pass run config "

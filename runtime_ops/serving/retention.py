@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from runtime_ops.policies.retention import RetentionPlan, RetentionPolicy, plan_retention
 from runtime_ops.store import StateStore
+from runtime_ops.store.approvals.requests import Requests
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS, SERVING_INDEX_ALIAS
 from runtime_ops.vectors.base import IndexName, VectorStore
 
@@ -32,16 +34,14 @@ class RetentionReport:
         return f"retention: kept {kept or 'nothing'}; {verb} {gone}"
 
 
-def retention_plan(store: StateStore, policy: RetentionPolicy) -> RetentionPlan:
-    history = [
-        int(h["new_target"]) for h in store.registry.alias_history(PRODUCTION_ALIAS) if h["new_target"] is not None
-    ]
-    pending = [int(r["candidate_version"]) for r in store.requests.list_requests(status="pending")]
+def retention_plan(registry: Registry, requests: Requests, policy: RetentionPolicy) -> RetentionPlan:
+    history = [int(h["new_target"]) for h in registry.alias_history(PRODUCTION_ALIAS) if h["new_target"] is not None]
+    pending = [int(r["candidate_version"]) for r in requests.list_requests(status="pending")]
     return plan_retention(
-        [int(m["version"]) for m in store.registry.models()],
-        production=store.registry.alias(PRODUCTION_ALIAS),
+        [int(m["version"]) for m in registry.models()],
+        production=registry.alias(PRODUCTION_ALIAS),
         production_history=history,
-        candidate=store.registry.alias(CANDIDATE_ALIAS),
+        candidate=registry.alias(CANDIDATE_ALIAS),
         pending=pending,
         policy=policy,
     )
@@ -55,7 +55,7 @@ def collect(
     dry_run: bool = False,
     log: Callable[[str], None] = lambda _: None,
 ) -> RetentionReport:
-    plan = retention_plan(store, policy)
+    plan = retention_plan(store.registry, store.requests, policy)
     report = RetentionReport(plan, dry_run=dry_run)
     serving = store.registry.alias(SERVING_INDEX_ALIAS)
     assert store.pipeline is not None, "retention is per pipeline: a scoped store"

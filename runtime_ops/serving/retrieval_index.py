@@ -15,6 +15,7 @@ from runtime_ops.serving.document_embeddings import production_version
 from runtime_ops.serving.index_swap import move_retrieval_index
 from runtime_ops.serving.retention import collect
 from runtime_ops.store import StateStore
+from runtime_ops.store.serving.indexes import Indexes
 from runtime_ops.vectors.base import IndexName, VectorStore
 
 
@@ -30,16 +31,22 @@ def index_corpus(
 
     # Read without the lock: building the index takes minutes. The writer reads production again under the lock
     # and stands down if a promotion, rollback or compensation moved it meanwhile (the winner serves its own).
-    version = production_version(store)
+    version = production_version(store.registry)
     state = ensure_index(store, vectors, version, log=context.log.info, run_id=context.run_id)
     # Syncs append small fragments (LanceDB) or leave statistics stale (pgvector): fold them into the ANN structure
     # once per serving pass, off the path that makes new documents searchable.
     started = time.monotonic()
     assert store.pipeline is not None
-    vectors.open(IndexName(store.pipeline, version), _index_dim(store, vectors, version)).optimize()
+    vectors.open(IndexName(store.pipeline, version), _index_dim(store.indexes, vectors, version)).optimize()
     optimize_s = time.monotonic() - started
     move = move_retrieval_index(
-        store, locker, state.index_id, actor=f"run:{context.run_id}", run_id=context.run_id, log=context.log.info
+        store.registry,
+        store.indexes,
+        locker,
+        state.index_id,
+        actor=f"run:{context.run_id}",
+        run_id=context.run_id,
+        log=context.log.info,
     )
     # What old versions left behind (indexes, stored vectors), beyond production, its rollback target, the
     # candidate and the newest few: collected here, after each change of the serving index.
@@ -74,7 +81,7 @@ def index_corpus(
     )
 
 
-def _index_dim(store: StateStore, vectors: VectorStore, version: int) -> int:
-    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+def _index_dim(indexes: Indexes, vectors: VectorStore, version: int) -> int:
+    row = indexes.index_for(version, vectors.kind, vectors.describe())
     assert row is not None and row["dim"], f"model v{version} has no index in {vectors.describe()}"
     return int(row["dim"])

@@ -86,7 +86,7 @@ class Searcher:
                 with self._lock:
                     found = self._embedders.get(version)
                 if found is None:
-                    found = load_embedder(self.store, version)
+                    found = load_embedder(self.store.registry, self.store.artifacts, version)
                     with self._lock:
                         self._embedders[version] = found
         return found

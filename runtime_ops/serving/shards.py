@@ -61,17 +61,17 @@ def fill_shard(
         progress = store.indexes.shard_progress(int(row["id"]))
         log(f"the index of model v{version} is complete already (#{row['id']}): nothing to fill")
         return ShardState(int(row["id"]), version, shard, 0, 0, progress, False, True)
-    embedder = embedder or load_embedder(store, version)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
     with guard():
-        row = filling_index(store, vectors, version, embedder.dim, run_id=run_id, log=log)
+        row = filling_index(store.indexes, store.changes, vectors, version, embedder.dim, run_id=run_id, log=log)
         store.indexes.plan_shards(int(row["id"]), shard.count)
-        vectors.open(index_name_of(store, version), embedder.dim, create=True)
+        vectors.open(index_name_of(store.pipeline, version), embedder.dim, create=True)
     # The long part, outside the guard: partitions embed side by side.
     embedded = embed_missing(store, version, log, embedder=embedder, shard=shard)
     centroid = Centroid.empty(embedder.dim)
     upserted = 0
     with guard():
-        index = vectors.open(index_name_of(store, version), embedder.dim)
+        index = vectors.open(index_name_of(store.pipeline, version), embedder.dim)
         for page in store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4, shard=shard):
             vecs = stack_vectors([r for _, _, r in page], index.dim)
             index.upsert([c for c, _, _ in page], [d for _, d, _ in page], vecs)

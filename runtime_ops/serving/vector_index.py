@@ -27,9 +27,9 @@ from runtime_ops.faults import failpoint
 from runtime_ops.policies.drift import BatchDrift, Centroid
 from runtime_ops.serving.indexing import EMBED_BATCH, embed_missing, record_drift
 from runtime_ops.store import StateStore
-from runtime_ops.store.corpus.changes import ADD, REMOVE
+from runtime_ops.store.corpus.changes import ADD, REMOVE, CorpusChanges
 from runtime_ops.store.corpus.embeddings import Shard
-from runtime_ops.store.serving.indexes import READY, ShardProgress
+from runtime_ops.store.serving.indexes import READY, Indexes, ShardProgress
 from runtime_ops.vectors.base import IndexName, VectorIndex, VectorStore
 
 Log = Callable[[str], None]
@@ -55,9 +55,10 @@ def stack_vectors(raw: list[bytes | None], dim: int) -> np.ndarray:
     return np.vstack([np.frombuffer(r, dtype="<f4") for r in raw if r is not None]).reshape(-1, dim)
 
 
-def index_name_of(store: StateStore, version: int) -> IndexName:
-    assert store.pipeline is not None, "vector indexes belong to one pipeline: use a scoped store"
-    return IndexName(store.pipeline, version)
+def index_name_of(pipeline: str | None, version: int) -> IndexName:
+    """`pipeline`: the store's scope (`store.pipeline`)."""
+    assert pipeline is not None, "vector indexes belong to one pipeline: use a scoped store"
+    return IndexName(pipeline, version)
 
 
 def ensure_index(
@@ -87,8 +88,8 @@ def fill_index(
     observe: Observe | None = None,
     embedder: TextEmbedder | None = None,
 ) -> IndexState:
-    embedder = embedder or load_embedder(store, version)
-    name = index_name_of(store, version)
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
+    name = index_name_of(store.pipeline, version)
     # A fill sees every vector of the model: their sum is the corpus centroid later batches' drift is measured
     # from, recorded whoever fills (a promotion's shadow index or the serving assets).
     centroid = BatchDrift(None)
@@ -98,7 +99,7 @@ def fill_index(
         if observe is not None:
             observe(texts, vecs)
 
-    row = filling_index(store, vectors, version, embedder.dim, run_id=run_id, log=log)
+    row = filling_index(store.indexes, store.changes, vectors, version, embedder.dim, run_id=run_id, log=log)
     shards = store.indexes.shard_progress(row["id"])
     if shards.planned and not shards.complete:
         raise IndexIncomplete(backfill_missing(version, shards))
@@ -123,7 +124,7 @@ def fill_index(
     state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, seen, embedder)
     index.optimize()
     n = index.count()
-    record_drift(store, version, centroid, first=True, run_id=run_id)
+    record_drift(store.ledger, store.retraining, version, centroid, first=True, run_id=run_id)
     store.indexes.mark_synced(
         row["id"], synced_seq=state.synced_seq, n_chunks=n, corpus_revision=store.ledger.corpus_revision(), ready=True
     )
@@ -152,31 +153,38 @@ def backfill_missing(version: int, shards: ShardProgress) -> str:
     )
 
 
-def incomplete_backfill(store: StateStore, vectors: VectorStore, version: int) -> str | None:
+def incomplete_backfill(indexes: Indexes, vectors: VectorStore, version: int) -> str | None:
     """Why `version`'s index cannot be completed now (a backfill still filling its shards), or None."""
-    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    row = indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None or row["status"] == READY:
         return None
-    shards = store.indexes.shard_progress(int(row["id"]))
+    shards = indexes.shard_progress(int(row["id"]))
     return backfill_missing(version, shards) if shards.planned and not shards.complete else None
 
 
 def filling_index(
-    store: StateStore, vectors: VectorStore, version: int, dim: int, *, run_id: str | None, log: Log
+    indexes: Indexes,
+    changes: CorpusChanges,
+    vectors: VectorStore,
+    version: int,
+    dim: int,
+    *,
+    run_id: str | None,
+    log: Log,
 ) -> dict[str, Any]:
     """The live index row of `version` in `vectors`, created (status `filling`) when there is none."""
-    row = store.indexes.index_for(version, vectors.kind, vectors.describe())
+    row = indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None:
         # The feed position before the fill reads the corpus: changes committed during the fill are replayed.
-        row = store.indexes.create_index(
+        row = indexes.create_index(
             model_version=version,
             backend=vectors.kind,
             location=vectors.describe(),
             dim=dim,
-            synced_seq=store.changes.head(),
+            synced_seq=changes.head(),
             run_id=run_id,
         )
-        log(f"new {vectors.kind} index of model v{version} ({index_name_of(store, version).table}) in "
+        log(f"new {vectors.kind} index of model v{version} ({index_name_of(indexes.pipeline, version).table}) in "
             f"{vectors.describe()}")  # fmt: skip
     return row
 
@@ -193,8 +201,8 @@ def sync_index(
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None or row["status"] != READY:
         raise LookupError(f"model v{version} has no complete index in {vectors.describe()}: fill it first")
-    embedder = embedder or load_embedder(store, version)
-    index = vectors.open(index_name_of(store, version), int(row["dim"] or embedder.dim))
+    embedder = embedder or load_embedder(store.registry, store.artifacts, version)
+    index = vectors.open(index_name_of(store.pipeline, version), int(row["dim"] or embedder.dim))
     state = _apply_feed(store, index, version, int(row["synced_seq"]), row["id"], log, observe, embedder)
     if state.synced_seq == row["synced_seq"]:
         return IndexState(row["id"], version, False, 0, 0, 0, state.synced_seq, int(row["n_chunks"]))
@@ -222,7 +230,7 @@ def _apply_feed(
         added = sorted({c.document_id for c in changes if c.op == ADD})
         gone = sorted({c.document_id for c in changes if c.op == REMOVE})
         # A document added then removed within the page is simply gone: the chunks query returns only current ones.
-        ensure_model_chunks(store, version, document_ids=added, log=log)
+        ensure_model_chunks(store.documents, store.profiles, version, document_ids=added, log=log)
         rows = store.embeddings.chunks_of_documents(version, added)
         todo = [(cid, text) for cid, _, text, raw in rows if raw is None]
         fresh: dict[int, bytes] = {}
@@ -258,7 +266,7 @@ def refresh_index(
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     if row is None or row["status"] != READY:
         return fill_index(store, vectors, version, log=log)
-    index = vectors.open(index_name_of(store, version), int(row["dim"]))
+    index = vectors.open(index_name_of(store.pipeline, version), int(row["dim"]))
     upserted = 0
     if batch_id is None:
         pages = store.embeddings.iter_current_vectors(version, batch_size=EMBED_BATCH * 4)

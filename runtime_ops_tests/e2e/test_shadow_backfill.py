@@ -131,7 +131,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
     assert 0 < kept < shard_chunks
 
     # Not complete, so not promotable: the refusal names the missing partitions, the killed one among them.
-    why = incomplete_backfill(store, vectors, candidate)
+    why = incomplete_backfill(store.indexes, vectors, candidate)
     assert why is not None and shard.key in why.split("(partitions ")[1]
     try:
         ensure_index(store, vectors, candidate)
@@ -170,7 +170,7 @@ def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_parti
     row = store.indexes.index_for(candidate, vectors.kind, vectors.describe())
     assert row is not None and row["status"] == "ready" and row["n_chunks"] == CHUNKS
     assert store.embeddings.embedding_counts(candidate) == {"current_chunks": CHUNKS, "embedded": CHUNKS}
-    assert incomplete_backfill(store, vectors, candidate) is None
+    assert incomplete_backfill(store.indexes, vectors, candidate) is None
     state = ensure_index(store, vectors, candidate)
     assert not state.filled and state.embedded == 0 and state.n_chunks == CHUNKS
     backfill = topo.instance.get_backfill(backfill_id)

@@ -104,7 +104,9 @@ def test_audit_verify_names_each_kind_of_tampering(
         decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
     assert len(_log(store, request["id"])) >= 5
     sink = open_sink(get_settings().resolved_audit_anchors)
-    assert anchor_heads(store, sink) is not None and anchor_heads(store, sink) is None  # nothing moved since
+    assert (
+        anchor_heads(store.audit_log, sink) is not None and anchor_heads(store.audit_log, sink) is None
+    )  # nothing moved since
     assert cli(["audit", "verify"]) == 0
     assert "intact" in capsys.readouterr().out
 
@@ -164,7 +166,7 @@ def test_audit_rekey_rotates_the_key_and_keeps_the_log_verifiable(
     request = open_pending(store, RequestPolicy(approvers=("U2", "U3"), required_approvals=2))
     for actor in ("U2", "U9", "U3"):
         decide(store, request["id"], actor=actor, vote="approve", channel="cli", now=utcnow())
-    assert anchor_heads(store, open_sink(get_settings().resolved_audit_anchors)) is not None
+    assert anchor_heads(store.audit_log, open_sink(get_settings().resolved_audit_anchors)) is not None
     new_key = tmp_path / "new.key"
     new_key.write_text("the-rotated-audit-key")
 

@@ -61,7 +61,7 @@ def corpus(request, corpus_templates, tmp_path):  # type: ignore[no-untyped-def]
 
 def test_every_chunk_gets_its_own_vector_once(corpus) -> None:  # type: ignore[no-untyped-def]
     store, version = corpus
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     seen: list[int] = []
     assert embed_missing(store, version, observe=lambda texts, vecs: seen.append(len(texts))) == CHUNKS
     assert seen == [EMBED_BATCH] * 5 + [37]
@@ -77,7 +77,7 @@ def test_every_chunk_gets_its_own_vector_once(corpus) -> None:  # type: ignore[n
 
 def test_a_failure_keeps_the_committed_pages_and_the_next_pass_finishes(corpus) -> None:  # type: ignore[no-untyped-def]
     store, version = corpus
-    failing = Failing(load_embedder(store, version), fail_on=4)
+    failing = Failing(load_embedder(store.registry, store.artifacts, version), fail_on=4)
     with pytest.raises(RuntimeError, match="went away"):
         embed_missing(store, version, embedder=failing)  # type: ignore[arg-type]
     # Pages 1-3 were embedded; each was committed (the third while the fourth was being embedded).
@@ -132,7 +132,7 @@ class FailsOnText:
 
 def test_a_long_lsa_pass_embeds_in_forked_workers_with_the_same_vectors(corpus, pooled) -> None:  # type: ignore[no-untyped-def]
     store, version = corpus
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     assert pooled.workers_for(embedder, CHUNKS) == 2
     seen: list[int] = []
     assert embed_missing(store, version, observe=lambda texts, vecs: seen.append(len(texts))) == CHUNKS
@@ -150,7 +150,8 @@ def test_a_failure_in_a_worker_keeps_the_pages_before_it(corpus, pooled) -> None
     chunks = [c for page in store.documents.iter_current_chunks() for c in page]
     marker = sorted(chunks)[3 * EMBED_BATCH][2]  # the first text of the fourth page
     with pytest.raises(RuntimeError, match="failed on this page"):
-        embed_missing(store, version, embedder=FailsOnText(load_embedder(store, version), marker))  # type: ignore[arg-type]
+        failing = FailsOnText(load_embedder(store.registry, store.artifacts, version), marker)
+        embed_missing(store, version, embedder=failing)  # type: ignore[arg-type]
     assert store.embeddings.embedding_counts(version)["embedded"] == 3 * EMBED_BATCH
     assert embed_missing(store, version) == CHUNKS - 3 * EMBED_BATCH
 
@@ -168,7 +169,7 @@ def test_shards_embed_every_chunk_once_between_them_each_resumable(corpus) -> No
     assert len(_stored(store, version)) == sizes[0] and all(cid % 4 == 0 for cid in _stored(store, version))
     assert embed_missing(store, version, shard=first) == 0, "a finished shard has nothing left"
 
-    failing = Failing(load_embedder(store, version), fail_on=2)
+    failing = Failing(load_embedder(store.registry, store.artifacts, version), fail_on=2)
     with pytest.raises(RuntimeError, match="went away"):
         embed_missing(store, version, embedder=failing, shard=shards[1])  # type: ignore[arg-type]
     partial = store.embeddings.embedding_counts(version, shard=shards[1])["embedded"]

@@ -97,9 +97,9 @@ def test_concurrent_writers_lose_no_observation(backend: str, request: pytest.Fi
         start.wait()
         for v in values[i]:
             # Alternate the two series so transactions interleave on both rows.
-            if not metric_writes.observe(store, "runtime_ops_lock_wait_seconds", v, labels):
+            if not metric_writes.observe(store.metrics, "runtime_ops_lock_wait_seconds", v, labels):
                 failures.append("observe")
-            if not metric_writes.inc(store, "runtime_ops_metrics_write_errors_total", {"metric": "probe"}):
+            if not metric_writes.inc(store.metrics, "runtime_ops_metrics_write_errors_total", {"metric": "probe"}):
                 failures.append("inc")
 
     workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]

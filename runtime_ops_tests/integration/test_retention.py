@@ -75,8 +75,8 @@ def test_retention_collects_old_versions_but_never_production_or_its_rollback_ta
         "dropped"
     ]
     with pytest.raises(ArtifactCollected, match="released by the retention policy"):
-        load_embedder(store, 1)
-    load_embedder(store, v2)  # the rollback target keeps its weights
+        load_embedder(store.registry, store.artifacts, 1)
+    load_embedder(store.registry, store.artifacts, v2)  # the rollback target keeps its weights
     for version in (v2, v3):
         assert store.embeddings.embedding_counts(version)["embedded"] > 0
 

@@ -160,7 +160,7 @@ def test_a_manual_request_retrains_once(env, postgres_url, dagster_instance, tmp
     landing = tmp_path / "landing"
     store, flow = serving_full_corpus(env, postgres_url, dagster_instance, landing)
     assert evaluate(flow, "corpus_sensor").skip_message == "the newest model v1 is trained on corpus revision 1"
-    request_id = request_retrain(store, reason="chunking changed", requested_by="alice")
+    request_id = request_retrain(store.retraining, store.ledger, reason="chunking changed", requested_by="alice")
     [train] = flow.tick("corpus_sensor")
     assert train.run_key == f"retrain:manual:req{request_id}" and train.tags[RETRAIN_TRIGGER_TAG] == "manual"
     [row] = store.retraining.retrain_requests()

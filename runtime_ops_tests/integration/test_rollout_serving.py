@@ -185,7 +185,9 @@ def test_an_alias_swap_between_a_requests_reads_changes_nothing_for_it(
         if not swapped:
             with promotion_lock(store) as lease:
                 store.registry.set_alias("production", 2, actor="test", fence=lease.fence)
-                move = move_retrieval_index(store, lease, int(rollout["candidate_index_id"]), actor="test")
+                move = move_retrieval_index(
+                    store.registry, store.indexes, lease, int(rollout["candidate_index_id"]), actor="test"
+                )
             swapped.append(move.message)
         return index
 

@@ -93,7 +93,7 @@ def test_a_request_ending_without_approval_stops_its_rollout(store: StateStore) 
     request, index_id = _pending(store, "a", expire_after=timedelta(hours=1))
     started = _start(store, request, index_id, mode="canary")
     later = datetime.now(UTC) + timedelta(hours=2)
-    done = run_deadlines(store, later)
+    done = run_deadlines(store.deadlines, store.rollouts, later)
     assert done["expired"] == [request["id"]] and done["compensated"] == [request["id"]]
     ended = store.rollouts.get(started["id"])
     assert ended is not None and ended["status"] == "stopped"
@@ -107,8 +107,8 @@ def test_a_request_ending_without_approval_stops_its_rollout(store: StateStore) 
 def test_a_rollout_ends_after_its_max_duration(store: StateStore) -> None:
     request, index_id = _pending(store, "a")
     started = _start(store, request, index_id, max_duration=timedelta(hours=1))
-    assert run_deadlines(store, datetime.now(UTC))["rollouts_ended"] == []
-    assert run_deadlines(store, datetime.now(UTC) + timedelta(hours=2))["rollouts_ended"] == [
+    assert run_deadlines(store.deadlines, store.rollouts, datetime.now(UTC))["rollouts_ended"] == []
+    assert run_deadlines(store.deadlines, store.rollouts, datetime.now(UTC) + timedelta(hours=2))["rollouts_ended"] == [
         f"rollout #{started['id']}"
     ]
     ended = store.rollouts.get(started["id"])
@@ -156,7 +156,7 @@ def test_a_request_gets_one_rollout_however_often_its_check_runs(store: StateSto
     )
     vectors = pipeline_vector_store(VectorStoreSpec(url=f"lance://{tmp_path / 'vectors'}"))
     assert start_rollout(store, spec, vectors, request) == f"rollout #{started['id']}: interleave at 0.1, active"
-    run_deadlines(store, datetime.now(UTC) + timedelta(hours=2))  # it ran its course
+    run_deadlines(store.deadlines, store.rollouts, datetime.now(UTC) + timedelta(hours=2))  # it ran its course
     said = start_rollout(store, spec, vectors, request)
     assert said.startswith(f"rollout #{started['id']}: interleave at 0.1, completed: max_duration reached")
     assert store.rollouts.active() is None and len(store.rollouts.history()) == 1

@@ -65,7 +65,7 @@ class World:
             steps = promotion_steps(
                 self.store, self.vectors, version=version, request=request, lease=lease, run_id=None
             )
-            return run(saga_id(request), steps, {}, StoreJournal(self.store, "test"))
+            return run(saga_id(request), steps, {}, StoreJournal(self.store.sagas, "test"))
 
     def rollback(self, from_version: int, to_version: int, key: str = "alert-q") -> Any:
         from runtime_ops.alerts.rollback import run_rollback
@@ -105,7 +105,7 @@ def world(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> Iterator[
     with promotion_lease(locker, "demo") as lease:
         store.registry.set_alias("production", v1, actor="test", fence=lease.fence)
         built = vector_index.ensure_index(store, vectors, v1)
-        move_retrieval_index(store, lease, built.index_id, actor="test")
+        move_retrieval_index(store.registry, store.indexes, lease, built.index_id, actor="test")
     with dg.DagsterInstance.ephemeral() as instance:
         yield World(store, vectors, locker, Flow(instance), v1, v2)
     locker.close()
@@ -355,7 +355,7 @@ def test_a_pipelines_first_promotion_logs_none_for_what_was_not_there(
             steps = promotion_steps(
                 w.store, w.vectors, version=w.v1, request=request, lease=lease, run_id=None, log=lines.append
             )
-            return run(saga_id(request), steps, {}, StoreJournal(w.store, "test"), on_event=lines.append)
+            return run(saga_id(request), steps, {}, StoreJournal(w.store.sagas, "test"), on_event=lines.append)
 
     monkeypatch.setenv("RUNTIME_OPS_FAILPOINTS", "promotion.announce=raise")
     with pytest.raises(SagaFailed):

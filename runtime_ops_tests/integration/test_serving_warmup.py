@@ -22,6 +22,8 @@ from runtime_ops.serving import search as search_module
 from runtime_ops.serving.vector_index import ensure_index
 from runtime_ops.settings import get_settings
 from runtime_ops.store import NewObject, StateStore, open_store
+from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.registry import Registry
 from runtime_ops.vectors.base import VectorStore
 from runtime_ops.vectors.factory import pipeline_vector_store
 from runtime_ops_tests.support.own_corpus import declare_pipeline
@@ -92,10 +94,10 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
     release = threading.Event()
     load_embedder = search_module.load_embedder
 
-    def counted(store: StateStore, version: int, spec: Any = None) -> Any:
-        loaded.append((store.pipeline, version))
+    def counted(registry: Registry, artifacts: Artifacts, version: int, spec: Any = None) -> Any:
+        loaded.append((registry.pipeline, version))
         assert release.wait(60), "the test never let the first load go"
-        return load_embedder(store, version, spec)
+        return load_embedder(registry, artifacts, version, spec)
 
     def loads() -> list[tuple[str | None, int]]:
         return [load for load in loaded if load[0] != "gamma"]  # gamma's load is tried again and again

@@ -79,7 +79,7 @@ def test_the_index_is_refused_until_every_shard_is_filled_and_the_last_one_finis
     assert [s.finished for s in done] == [False, False, False]
     assert sum(s.upserted for s in done) == sum(s.embedded for s in done) > 0
     assert done[-1].progress.filled == (0, 1, 3) and done[-1].progress.missing == (2,)
-    why = incomplete_backfill(store, vectors, version)
+    why = incomplete_backfill(store.indexes, vectors, version)
     assert why is not None and "3 filled, 1 to go (partitions 2 of shadow_embeddings)" in why
     with pytest.raises(IndexIncomplete, match="partitions 2 of shadow_embeddings"):
         fill_index(store, vectors, version)
@@ -88,7 +88,7 @@ def test_the_index_is_refused_until_every_shard_is_filled_and_the_last_one_finis
 
     last = _fill(store, vectors, url, version, 2)
     assert last.finished and last.progress.complete
-    assert incomplete_backfill(store, vectors, version) is None
+    assert incomplete_backfill(store.indexes, vectors, version) is None
     row = store.indexes.index_for(version, vectors.kind, vectors.describe())
     assert row is not None and row["status"] == "ready" and row["n_chunks"] == CHUNKS
     counts = store.embeddings.embedding_counts(version)
@@ -117,7 +117,7 @@ def test_a_shard_that_failed_half_way_resumes_and_embeds_only_the_rest(
     store, vectors, url, version = world
     # Pages of 100: the shard (~625 chunks) is several pages, each committed before the next is embedded.
     monkeypatch.setattr("runtime_ops.serving.indexing.EMBED_BATCH", 100)
-    embedder = load_embedder(store, version)
+    embedder = load_embedder(store.registry, store.artifacts, version)
     shard = Shard(0, SHARDS)
     total = store.embeddings.embedding_counts(version, shard=shard)["current_chunks"]
     with pytest.raises(RuntimeError, match="went away"):
