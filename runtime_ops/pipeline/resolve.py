@@ -23,6 +23,7 @@ from runtime_ops.pipeline.spec import (
     LandingSpec,
     OpenAIEmbedderSpec,
     PipelineSpec,
+    QueryLogSpec,
     RetentionSpec,
     RetrainSpec,
     SentenceTransformerSpec,
@@ -294,5 +295,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         retention=RetentionSpec(keep_previous=attrs.retention.keep_previous, keep_recent=attrs.retention.keep_recent),
         backfill=BackfillSpec(shards=attrs.backfill.shards, pool=attrs.backfill.pool, cores=attrs.backfill.cores),
         timeouts=_timeouts(attrs, settings),
+        queries=QueryLogSpec(log=attrs.queries.log, retain=parse_duration(attrs.queries.retain) or timedelta(days=30)),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

@@ -195,6 +195,22 @@ class BackfillSpec:
     cores: int = 1  # cores each partition run embeds with (its share of a worker: the pool runs several)
 
 
+@dataclass(frozen=True)
+class QueryLogSpec:
+    """What the query log keeps of a query (`text`, `hash` or `off`) and how long its records live."""
+
+    log: str = "hash"
+    retain: timedelta = timedelta(days=30)
+
+    @property
+    def keeps_text(self) -> bool:
+        return self.log == "text"
+
+    @property
+    def keeps_hash(self) -> bool:
+        return self.log != "off"
+
+
 JOB_NAMES = ("ingest_job", "train_job", "promotion_job", "index_job", "rollback_job", "reembed_job")
 
 
@@ -228,6 +244,7 @@ class PipelineSpec:
     retention: RetentionSpec = field(default_factory=RetentionSpec)
     backfill: BackfillSpec = field(default_factory=BackfillSpec)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
+    queries: QueryLogSpec = field(default_factory=QueryLogSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).

@@ -40,6 +40,7 @@ from runtime_ops.store.tables.registry import (
     model_versions,
 )
 from runtime_ops.store.tables.serving import answers, index_shards, retrieval_indexes
+from runtime_ops.store.tables.traffic import feedback, query_records, shown_items
 
 __all__ = [
     "UTCDateTime",
@@ -62,6 +63,7 @@ __all__ = [
     "drift_signals",
     "effects",
     "eval_reports",
+    "feedback",
     "index_shards",
     "interaction_deliveries",
     "landing_batches",
@@ -70,7 +72,9 @@ __all__ = [
     "metadata",
     "metric_series",
     "model_versions",
+    "query_records",
     "retrain_requests",
     "retrieval_indexes",
     "sagas",
+    "shown_items",
 ]

@@ -4,6 +4,11 @@ Both need an API key with the `search` scope (`runtime-ops keys create app --sco
 Each request reads the pipeline's `retrieval_index` alias once and is answered from that index alone, so a response
 never mixes two model versions, also while a promotion or rollback swaps the alias. Handlers are plain `def`s:
 embedding the query and reading the vector store block, so they run in the thread pool.
+
+Every response carries a `request_id` (`runtime_ops.online.request_ids`), the `arm` that served it and `served_by`
+(the model version and index of each arm). The request is recorded in the query log with the items it showed
+(`runtime_ops.api.query_log_writer`: off the request path), keeping the query's text and hash as the pipeline's
+`queries.log` says and the caller's `session` only as a keyed hash; feedback on it is `routes/feedback.py`.
 """
 
 from __future__ import annotations
@@ -17,18 +22,31 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime_ops.api.auth import SearchKey
-from runtime_ops.api.deps import OpsContext, get_ops
+from runtime_ops.api.deps import OpsContext
+from runtime_ops.api.query_log_writer import QueryLogWriter
 from runtime_ops.api.searchers import Searchers
 from runtime_ops.observability.metrics import METRICS
+from runtime_ops.online.hashing import query_hash, session_hash, session_key
+from runtime_ops.online.query_records import QueryRecord, ShownItem
+from runtime_ops.online.request_ids import new_request_id
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.answerer import answer_hits
 from runtime_ops.serving.endpoint import ChatEndpoint
-from runtime_ops.serving.search import MAX_K, NoServingIndex, Searcher
+from runtime_ops.serving.search import MAX_K, NoServingIndex, Searcher, SearchHit, SearchResult
 from runtime_ops.vectors.base import VectorStoreError
 
 router = APIRouter(tags=["search"])
 
 MAX_QUERY_CHARS = 2000
+MAX_SESSION_CHARS = 200
+PRODUCTION = "production"
+_SESSION = Field(
+    default=None,
+    min_length=1,
+    max_length=MAX_SESSION_CHARS,
+    description="An opaque key of the caller's user session (a cookie, a user id): stored only as a keyed hash, it "
+    "lets the query log group a session's requests.",
+)
 
 
 class SearchRequest(BaseModel):
@@ -36,6 +54,7 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words.")
     k: int = Field(default=5, ge=1, le=MAX_K, description="How many chunks to return.")
     pipeline: str | None = Field(default=None, description="Which pipeline (default: the only one, or `demo`).")
+    session: str | None = _SESSION
 
 
 class AnswerRequest(BaseModel):
@@ -43,21 +62,100 @@ class AnswerRequest(BaseModel):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=4, ge=1, le=20, description="How many chunks the answer is drawn from.")
     pipeline: str | None = None
+    session: str | None = _SESSION
 
 
 class SearchMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, specs: dict[str, PipelineSpec]) -> None:
         # No `<name>_created` series: outside the contract, and every other family of /metrics has none.
         disable_created_metrics()
         lat = METRICS["runtime_ops_search_latency_seconds"]
-        res = METRICS["runtime_ops_search_results_total"]
         self.latency = Histogram(lat.name, lat.help, list(lat.labels), buckets=list(lat.buckets), registry=registry)
-        self.results = Counter(res.name.removesuffix("_total"), res.help, list(res.labels), registry=registry)
+        self.results = _counter("runtime_ops_search_results_total", registry)
+        self.requests = _counter("runtime_ops_search_requests_total", registry)
+        self.zero_results = _counter("runtime_ops_search_zero_results_total", registry)
+        self.feedback = _counter("runtime_ops_feedback_total", registry)
+        rank = METRICS["runtime_ops_feedback_click_rank"]
+        self.click_rank = Histogram(
+            rank.name, rank.help, list(rank.labels), buckets=list(rank.buckets), registry=registry
+        )
+        self.dropped = _counter("runtime_ops_query_log_dropped_total", registry)
+        # Series that exist from the start at 0, so a rate or a ratio over them is defined before the first event.
+        for name in specs:
+            self.dropped.labels(name)
+            for route in ("search", "answer"):
+                self.requests.labels(name, route, PRODUCTION)
+                self.zero_results.labels(name, route, PRODUCTION)
+
+    def answered(
+        self, spec: PipelineSpec, route: str, result: SearchResult, hits: list[SearchHit], took: float
+    ) -> None:
+        self.latency.labels(spec.name, route).observe(took)
+        self.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+        self.requests.labels(spec.name, route, PRODUCTION).inc()
+        if not hits:
+            self.zero_results.labels(spec.name, route, PRODUCTION).inc()
+
+
+def _counter(name: str, registry: CollectorRegistry) -> Counter:
+    found = METRICS[name]
+    return Counter(found.name.removesuffix("_total"), found.help, list(found.labels), registry=registry)
+
+
+class QueryLogging:
+    """What the routes need to record a request: the writer, the key sessions are hashed with, the clock."""
+
+    def __init__(self, ops: OpsContext, writer: QueryLogWriter) -> None:
+        self.writer = writer
+        self.now = ops.now
+        self._session_key = session_key(ops.link_secret)
+
+    def record(
+        self,
+        spec: PipelineSpec,
+        route: str,
+        request_id: str,
+        query: str,
+        session: str | None,
+        k: int,
+        result: SearchResult,
+        hits: list[SearchHit],
+        took: float,
+    ) -> None:
+        queries = spec.queries
+        self.writer.submit(
+            QueryRecord(
+                request_id=request_id,
+                pipeline=spec.name,
+                route=route,
+                arm=PRODUCTION,
+                created_at=self.now(),
+                k=k,
+                latency_ms=round(took * 1000, 3),
+                production_version=result.model_version,
+                production_index=result.index_id,
+                query_text=query if queries.keeps_text else None,
+                query_hash=query_hash(query) if queries.keeps_hash else None,
+                session_hash=session_hash(self._session_key, session) if session is not None else None,
+                items=tuple(
+                    ShownItem(rank, h.chunk_id, h.document_id, h.document_key) for rank, h in enumerate(hits, 1)
+                ),
+            )
+        )
 
 
 def install_search(app: FastAPI, ops: OpsContext, registry: CollectorRegistry) -> None:
-    app.state.searchers = Searchers(ops)
-    app.state.search_metrics = SearchMetrics(registry)
+    app.state.searchers = searchers = Searchers(ops)
+    app.state.search_metrics = metrics = SearchMetrics(registry, searchers.specs())
+    settings = ops.settings
+    writer = QueryLogWriter(
+        ops.store.query_log,
+        flush_s=settings.query_log_flush_s,
+        batch=settings.query_log_batch,
+        capacity=settings.query_log_queue,
+        on_drop=lambda record, reason: metrics.dropped.labels(record.pipeline).inc(),
+    )
+    app.state.query_logging = QueryLogging(ops, writer)
 
 
 async def _searchers(request: Request) -> Searchers:
@@ -68,6 +166,15 @@ async def _searchers(request: Request) -> Searchers:
 async def _metrics(request: Request) -> SearchMetrics:
     metrics: SearchMetrics = request.app.state.search_metrics
     return metrics
+
+
+async def _query_logging(request: Request) -> QueryLogging:
+    found: QueryLogging = request.app.state.query_logging
+    return found
+
+
+def _served_by(result: SearchResult) -> list[dict[str, Any]]:
+    return [{"arm": PRODUCTION, "model_version": result.model_version, "index_id": result.index_id}]
 
 
 def _served(spec: PipelineSpec, searcher: Searcher, queries: list[str], k: int) -> Any:
@@ -85,16 +192,21 @@ def search(
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(_searchers)],
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
+    query_log: Annotated[QueryLogging, Depends(_query_logging)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     spec, searcher = searchers.get(body.pipeline)
+    request_id = new_request_id(query_log.now())
     result = _served(spec, searcher, [body.query], body.k)
     hits = result.hits[0]
     took = time.perf_counter() - started
-    metrics.latency.labels(spec.name, "search").observe(took)
-    metrics.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+    metrics.answered(spec, "search", result, hits, took)
+    query_log.record(spec, "search", request_id, body.query, body.session, body.k, result, hits, took)
     return {
+        "request_id": request_id,
         "pipeline": result.pipeline,
+        "arm": PRODUCTION,
+        "served_by": _served_by(result),
         "model_version": result.model_version,
         "index_id": result.index_id,
         "results": [h.as_dict() for h in hits],
@@ -108,10 +220,11 @@ def answer(
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(_searchers)],
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
-    ops: Annotated[OpsContext, Depends(get_ops)],
+    query_log: Annotated[QueryLogging, Depends(_query_logging)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     spec, searcher = searchers.get(body.pipeline)
+    request_id = new_request_id(query_log.now())
     result = _served(spec, searcher, [body.question], body.k)
     hits = result.hits[0]
     llm = None
@@ -125,10 +238,13 @@ def answer(
         if llm is not None:
             llm.close()
     took = time.perf_counter() - started
-    metrics.latency.labels(spec.name, "answer").observe(took)
-    metrics.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+    metrics.answered(spec, "answer", result, hits, took)
+    query_log.record(spec, "answer", request_id, body.question, body.session, body.k, result, hits, took)
     return {
+        "request_id": request_id,
         "pipeline": result.pipeline,
+        "arm": PRODUCTION,
+        "served_by": _served_by(result),
         "model_version": result.model_version,
         "index_id": result.index_id,
         "answer": answered.text,
