@@ -35,8 +35,7 @@ def build_query_log_retention(spec: PipelineSpec) -> tuple[dg.JobDefinition, dg.
     @dg.job(
         name=spec.qualified("query_log_retention_job"),
         tags={**spec.tags, "dagster/max_runtime": "3600"},
-        description="Delete query log records (and their items and feedback) older than the pipeline's "
-        "queries.retain.",
+        description="Delete query log records (and their items and feedback) older than the pipeline's queries.retain.",
     )
     def query_log_retention_job() -> None:
         delete_old_queries()

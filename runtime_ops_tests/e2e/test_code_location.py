@@ -140,7 +140,8 @@ def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> No
         "demo/evaluation_report:meets_policy",
         "demo/production_evaluation:no_regression",
     }
-    jobs = "ingest_job train_job promotion_job index_job regression_job rollback_job reembed_job query_log_retention_job"
+    jobs = "ingest_job train_job promotion_job index_job regression_job rollback_job reembed_job"
+    jobs += " query_log_retention_job"
     assert {j["name"] for j in defs["jobs"]} >= {f"demo__{j}" for j in jobs.split()}
     assert {s["name"] for s in defs["sensors"]} == {
         "automation_sensor",
