@@ -23,6 +23,12 @@ class QueriesAttributes(dg.Resolvable, dg.Model):
         "the pipeline's query_log_retention_job deletes older ones every day.",
     )
 
+    @field_validator("retain", mode="before")
+    @classmethod
+    def _yaml_scalars(cls, v: object) -> object:
+        # YAML reads a bare `off` as false and `3600` as a number: both are durations as written.
+        return "off" if v is False else str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+
     @field_validator("retain")
     @classmethod
     def _check_retain(cls, v: str) -> str:
