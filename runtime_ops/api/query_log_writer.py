@@ -49,6 +49,7 @@ class QueryLogWriter:
         self._pending: set[str] = set()  # submitted, not yet written or dropped: feedback on them is "too early"
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._wake = threading.Event()  # a batch's worth waits: write now rather than at the next flush
         self._thread: threading.Thread | None = None
         self._dropped_since_log = 0
         self._last_drop_log = 0.0
@@ -65,6 +66,8 @@ class QueryLogWriter:
         except queue.Full:
             self._drop(record, "queue full")
             return False
+        if self._queue.qsize() >= self.batch:
+            self._wake.set()
         return True
 
     def pending(self, request_id: str) -> bool:
@@ -81,6 +84,7 @@ class QueryLogWriter:
     def stop(self, timeout: float = 30.0) -> None:
         """Write what waits, then stop the thread (the app's shutdown)."""
         self._stopping.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout)
             self._thread = None
@@ -96,27 +100,16 @@ class QueryLogWriter:
     def _run(self) -> None:
         carried: list[QueryRecord] = []  # a batch the store could not take: tried again before anything newer
         while not self._stopping.is_set():
-            batch = carried or self._collect()
-            carried = []
-            if batch and self._write(batch) < 0:
-                carried = batch
-                self._stopping.wait(self.flush_s)
+            # Records stay on the queue until they are written: its bound is the whole of what waits in memory.
+            self._wake.wait(self.flush_s)
+            self._wake.clear()
+            while not self._stopping.is_set() and (batch := carried or self._take(self.batch)):
+                carried = []
+                if self._write(batch) < 0:
+                    carried = batch
+                    break
         if carried:
             self._write(carried)
-
-    def _collect(self) -> list[QueryRecord]:
-        """Records that wait: as soon as `batch` of them are there, else what came within one flush interval."""
-        batch: list[QueryRecord] = []
-        deadline = time.monotonic() + self.flush_s
-        while len(batch) < self.batch and not self._stopping.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                batch.append(self._queue.get(timeout=min(left, 0.25)))
-            except queue.Empty:
-                continue
-        return batch + self._take(self.batch - len(batch)) if len(batch) < self.batch else batch
 
     def _take(self, most: int) -> list[QueryRecord]:
         taken: list[QueryRecord] = []
