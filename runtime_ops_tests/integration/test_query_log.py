@@ -6,12 +6,18 @@ records with their items and feedback, and nothing newer. Told by rows in the st
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -27,8 +33,9 @@ from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.vectors.factory import pipeline_vector_store
-from runtime_ops_tests.support.approvals_support import FakeClock
+from runtime_ops_tests.support.approvals_support import FakeClock, ready
 from runtime_ops_tests.support.own_corpus import declare_pipeline
+from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.serving_index import serve_new_model
 
 # Each pipeline keeps its queries its own way.
@@ -284,3 +291,71 @@ def test_the_retention_job_runs_in_dagster(traffic: Traffic) -> None:
     assert result.success
     assert result.output_for_node("texts__delete_old_queries") == 1
     assert traffic.store.scoped("texts").query_log.counts() == {"records": 1, "items": 0, "feedback": 0}
+
+
+@pytest.mark.slow(seconds=50)  # alone on 2 cores: a second process of the ops API starts, then serves 30+ requests
+def test_a_killed_api_leaves_every_record_whole_or_absent(
+    traffic: Traffic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`runtime-ops serve` in a process of its own, flushing small batches often under traffic from four clients, is
+    killed with SIGKILL: whatever it wrote is whole (every record with all its shown items), nothing else."""
+    monkeypatch.setenv("RUNTIME_OPS_QUERY_LOG_FLUSH_S", "0.05")
+    monkeypatch.setenv("RUNTIME_OPS_QUERY_LOG_BATCH", "3")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with (tmp_path / "serve.log").open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime_ops.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    answered: list[str] = []
+    stop = threading.Event()
+
+    def client(n: int) -> None:
+        with httpx.Client(timeout=10) as http:
+            while not stop.is_set():
+                try:
+                    reply = http.post(f"{url}/api/search", json={"query": f"json pretty {n}", "k": 4,
+                                      "pipeline": "hashes"}, headers=traffic.search)  # fmt: skip
+                except httpx.HTTPError:
+                    return  # the server is gone
+                if reply.status_code == 200:
+                    answered.append(reply.json()["request_id"])
+
+    threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(4)]
+    try:
+        deadline = time.monotonic() + 90
+        while not _answers(url):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
+            time.sleep(0.1)
+        ready(lambda: httpx.get(f"{url}/readyz", timeout=5))
+        for thread in threads:
+            thread.start()
+        while traffic.store.query_log.counts()["records"] < 30:  # several flushes in, requests still coming
+            assert time.monotonic() < deadline, "the query log was not written under traffic"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for thread in threads:
+            thread.join(timeout=30)
+    rows = _rows(traffic.store)
+    items: dict[str, int] = {}
+    for item in rows["shown_items"]:
+        items[item["request_id"]] = items.get(item["request_id"], 0) + 1
+    assert len(rows["query_records"]) >= 30
+    assert all(items.get(r["request_id"], 0) == r["n_results"] == 4 for r in rows["query_records"])
+    assert set(items) <= {r["request_id"] for r in rows["query_records"]}
+    assert {r["request_id"] for r in rows["query_records"]} <= set(answered)  # only what was answered
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
