@@ -156,8 +156,9 @@ class QueryLogWriter:
             self.dropped += 1
             self._dropped_since_log += 1
             say = now - self._last_drop_log >= DROP_LOG_EVERY_S
+            count = self._dropped_since_log
             if say:
-                count, self._dropped_since_log, self._last_drop_log = self._dropped_since_log, 0, now
+                self._dropped_since_log, self._last_drop_log = 0, now
         self.on_drop(record, reason)
         if say:
             log.warning(
