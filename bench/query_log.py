@@ -109,27 +109,21 @@ def _measure(server: UvicornServer, path: str, bodies: list[bytes], key: str) ->
 
 def _logged(url: str) -> dict[str, Any]:
     """What the query log holds: records, whether each has all its items, one (request, rank-1 chunk) per record."""
-    from sqlalchemy import create_engine, func, select
+    from sqlalchemy import create_engine, select
 
     from runtime_ops.store import schema as t
 
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            items = dict(
-                conn.execute(
-                    select(t.shown_items.c.request_id, func.count()).group_by(t.shown_items.c.request_id)
-                ).all()
-            )
-            records = conn.execute(select(t.query_records.c.request_id, t.query_records.c.n_results)).all()
-            firsts = conn.execute(select(t.shown_items.c.request_id, t.shown_items.c.chunk_id)
-                                  .where(t.shown_items.c.rank == 1)).all()  # fmt: skip
+            records = conn.execute(select(t.query_records.c.request_id, t.query_records.c.n_results,
+                                          t.query_records.c.items)).all()  # fmt: skip
     finally:
         engine.dispose()
     return {
         "records": len(records),
-        "whole": all(items.get(rid, 0) == n for rid, n in records),
-        "firsts": [(rid, int(chunk)) for rid, chunk in firsts],
+        "whole": all(len(items) == n for _, n, items in records),
+        "firsts": [(rid, int(items[0]["chunk_id"])) for rid, _, items in records if items],
     }
 
 

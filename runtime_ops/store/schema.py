@@ -40,7 +40,7 @@ from runtime_ops.store.tables.registry import (
     model_versions,
 )
 from runtime_ops.store.tables.serving import answers, index_shards, retrieval_indexes
-from runtime_ops.store.tables.traffic import feedback, query_records, shown_items
+from runtime_ops.store.tables.traffic import feedback, query_records
 
 __all__ = [
     "UTCDateTime",
@@ -76,5 +76,4 @@ __all__ = [
     "retrain_requests",
     "retrieval_indexes",
     "sagas",
-    "shown_items",
 ]

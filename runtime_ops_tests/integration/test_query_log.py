@@ -2,7 +2,7 @@
 on SQLite and on PostgreSQL: every search/answer request is recorded with the items it showed, whole; the query's
 text is kept only where the pipeline says `log: text`; feedback is accepted once per (request, item, signal) and
 every bad request is a 4xx that writes nothing; the writer's queue is bounded (drops counted); retention deletes old
-records with their items and feedback, and nothing newer. Told by rows in the store and series on /metrics."""
+records with their feedback, and nothing newer. Told by rows in the store and series on /metrics."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def _rows(store: StateStore) -> dict[str, list[dict[str, Any]]]:
     with store.tx() as conn:
         return {
             table.name: [dict(r._mapping) for r in conn.execute(select(table))]
-            for table in (t.query_records, t.shown_items, t.feedback)
+            for table in (t.query_records, t.feedback)
         }
 
 
@@ -118,7 +118,7 @@ def test_search_then_feedback_round_trip_and_every_bad_feedback_writes_nothing(t
     assert record["query_text"] == QUERY and record["query_hash"] == query_hash(QUERY)
     secret = get_settings().resolved_link_secret()
     assert record["session_hash"] == session_hash(session_key(secret), "user-7")
-    shown = sorted(rows["shown_items"], key=lambda i: i["rank"])
+    shown = record["items"]
     assert [(i["rank"], i["chunk_id"], i["document_key"], i["team"]) for i in shown] == [
         (rank, r["chunk_id"], r["document_key"], None) for rank, r in enumerate(found["results"], 1)
     ]
@@ -224,8 +224,7 @@ def test_the_query_text_is_kept_only_where_the_pipeline_says_log_text(traffic: T
     # Nowhere in the rows of hash and off: not the text, not a case or spacing of it.
     for name in ("hashes", "quiet"):
         assert not any(QUERY.lower() in str(v).lower() for v in by_pipeline[name].values())
-    items = [i for i in rows["shown_items"] if i["request_id"] == ids["quiet"]]
-    assert len(items) == by_pipeline["quiet"]["n_results"]
+    assert len(by_pipeline["quiet"]["items"]) == by_pipeline["quiet"]["n_results"]
 
 
 def test_a_full_queue_drops_and_counts_and_never_blocks_the_request(traffic: Traffic) -> None:
@@ -247,10 +246,10 @@ def test_a_full_queue_drops_and_counts_and_never_blocks_the_request(traffic: Tra
     # The two that found room were written at shutdown, whole; the three dropped are nowhere.
     rows = _rows(traffic.store)
     assert sorted(r["request_id"] for r in rows["query_records"]) == sorted(r.json()["request_id"] for r in replies[:2])
-    assert len(rows["shown_items"]) == sum(len(r.json()["results"]) for r in replies[:2])
+    assert sum(len(r["items"]) for r in rows["query_records"]) == sum(len(r.json()["results"]) for r in replies[:2])
 
 
-def test_retention_deletes_old_records_with_their_items_and_feedback_only(traffic: Traffic) -> None:
+def test_retention_deletes_old_records_with_their_feedback_only(traffic: Traffic) -> None:
     now = datetime.now(UTC)
     store = traffic.store
 
@@ -270,9 +269,9 @@ def test_retention_deletes_old_records_with_their_items_and_feedback_only(traffi
         assert store.query_log.add_feedback(r.request_id, 1001, "click", None, "rok_test", now)
     texts = store.scoped("texts").query_log
     assert texts.delete_before(now - timedelta(days=30), batch=2) == 3  # in two transactions
-    assert texts.counts() == {"records": 1, "items": 2, "feedback": 1}
+    assert texts.counts() == {"records": 1, "feedback": 1}
     assert texts.get(young.request_id) is not None and texts.get(old[0].request_id) is None
-    assert store.scoped("hashes").query_log.counts() == {"records": 1, "items": 2, "feedback": 0}
+    assert store.scoped("hashes").query_log.counts() == {"records": 1, "feedback": 0}
     assert texts.delete_before(now - timedelta(days=30)) == 0
 
 
@@ -290,7 +289,7 @@ def test_the_retention_job_runs_in_dagster(traffic: Traffic) -> None:
     result = job.execute_in_process()
     assert result.success
     assert result.output_for_node("texts__delete_old_queries") == 1
-    assert traffic.store.scoped("texts").query_log.counts() == {"records": 1, "items": 0, "feedback": 0}
+    assert traffic.store.scoped("texts").query_log.counts() == {"records": 1, "feedback": 0}
 
 
 @pytest.mark.slow(seconds=50)  # alone on 2 cores: a second process of the ops API starts, then serves 30+ requests
@@ -298,7 +297,7 @@ def test_a_killed_api_leaves_every_record_whole_or_absent(
     traffic: Traffic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`runtime-ops serve` in a process of its own, flushing small batches often under traffic from four clients, is
-    killed with SIGKILL: whatever it wrote is whole (every record with all its shown items), nothing else."""
+    killed with SIGKILL: whatever it wrote is whole (every record with all its shown items, in rank order)."""
     monkeypatch.setenv("RUNTIME_OPS_QUERY_LOG_FLUSH_S", "0.05")
     monkeypatch.setenv("RUNTIME_OPS_QUERY_LOG_BATCH", "3")
     port = free_port()
@@ -344,14 +343,11 @@ def test_a_killed_api_leaves_every_record_whole_or_absent(
             proc.wait(timeout=30)
         for thread in threads:
             thread.join(timeout=30)
-    rows = _rows(traffic.store)
-    items: dict[str, int] = {}
-    for item in rows["shown_items"]:
-        items[item["request_id"]] = items.get(item["request_id"], 0) + 1
-    assert len(rows["query_records"]) >= 30
-    assert all(items.get(r["request_id"], 0) == r["n_results"] == 4 for r in rows["query_records"])
-    assert set(items) <= {r["request_id"] for r in rows["query_records"]}
-    assert {r["request_id"] for r in rows["query_records"]} <= set(answered)  # only what was answered
+    records = _rows(traffic.store)["query_records"]
+    assert len(records) >= 30
+    assert all(len(r["items"]) == r["n_results"] == 4 for r in records)
+    assert all([i["rank"] for i in r["items"]] == [1, 2, 3, 4] for r in records)
+    assert {r["request_id"] for r in records} <= set(answered)  # only what was answered
 
 
 def _answers(url: str) -> bool:
@@ -359,3 +355,36 @@ def _answers(url: str) -> bool:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_migration_0019_creates_the_tables_as_declared_and_goes_back(db_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from runtime_ops.store.migrate import current_revision, downgrade, upgrade
+
+    store = open_store(db_url, get_settings(), pipeline=None)
+    ours = ("query_records", "feedback")
+    with store.engine.connect() as conn:
+        diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
+    assert [d for d in diffs if any(name in repr(d) for name in ours)] == []
+    now = datetime.now(UTC)
+    rid = new_request_id(now)
+    store.query_log.record([QueryRecord(rid, "demo", "search", "production", now, 1, 1.0, 1, 1,
+                                        items=(ShownItem(1, 5, 1, "a.md"),))])  # fmt: skip
+    assert store.query_log.add_feedback(rid, 5, "click", None, "rok_test", now)
+    assert not store.query_log.add_feedback(rid, 5, "click", 2.0, "rok_test", now)  # once per (request, item, signal)
+    downgrade(store.engine, get_settings(), "0018")
+    assert current_revision(store.engine) == "0018"
+    assert not set(ours) & set(inspect(store.engine).get_table_names())
+    upgrade(store.engine, get_settings())
+    assert store.query_log.counts() == {"records": 0, "feedback": 0}
+    store.engine.dispose()

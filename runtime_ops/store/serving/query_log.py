@@ -1,5 +1,5 @@
-"""The query log and the feedback on it: records written in batches, read back by request id, feedback inserted
-once per (request, chunk, signal), and retention by age.
+"""The query log and the feedback on it: records (each with the items it showed, one JSON list) written in batches,
+read back by request id, feedback inserted once per (request, chunk, signal), and retention by age.
 
 The ops API serves every pipeline and writes their records together (`record`: one transaction per batch, each
 record with all its shown items or not at all), so writes are allowed on an unscoped store; a scoped store refuses
@@ -20,7 +20,7 @@ from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert
 from runtime_ops.store.scope import Repository
 
-_Q, _I, _F = t.query_records, t.shown_items, t.feedback
+_Q, _F = t.query_records, t.feedback
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,11 @@ class LoggedRequest:
     """A request as the query log holds it: its record's columns and the items it showed, in rank order."""
 
     record: dict[str, Any]
-    items: list[dict[str, Any]]
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.record["items"]
+        return items
 
     def item(self, chunk_id: int) -> dict[str, Any] | None:
         return next((i for i in self.items if i["chunk_id"] == chunk_id), None)
@@ -52,35 +56,34 @@ def _row(r: QueryRecord) -> dict[str, Any]:
         "candidate_version": r.candidate_version,
         "candidate_index": r.candidate_index,
         "rollout_id": r.rollout_id,
+        "items": [
+            {
+                "rank": i.rank,
+                "chunk_id": i.chunk_id,
+                "document_id": i.document_id,
+                "document_key": i.document_key,
+                "team": i.team,
+            }
+            for i in r.items
+        ],
     }
 
 
 class QueryLog(Repository):
     def record(self, records: Sequence[QueryRecord]) -> None:
-        """Write `records` and their shown items in one transaction: all of them or none."""
+        """Write `records`, each with its shown items, in one transaction: all of them or none."""
         if not records:
             return
         foreign = {r.pipeline for r in records} - {self.pipeline} if self.pipeline is not None else set()
         if foreign:
             raise ValueError(f"query records of {sorted(foreign)} given to pipeline {self.pipeline!r}'s query log")
-        items = [
-            {"request_id": r.request_id, "rank": i.rank, "chunk_id": i.chunk_id, "document_id": i.document_id,
-             "document_key": i.document_key, "team": i.team}
-            for r in records
-            for i in r.items
-        ]  # fmt: skip
         with self.tx() as conn:
             conn.execute(insert(_Q), [_row(r) for r in records])
-            if items:
-                conn.execute(insert(_I), items)
 
     def get(self, request_id: str) -> LoggedRequest | None:
         with self.tx() as conn:
             row = conn.execute(select(_Q).where(_Q.c.request_id == request_id, self.owned(_Q))).first()
-            if row is None:
-                return None
-            items = conn.execute(select(_I).where(_I.c.request_id == request_id).order_by(_I.c.rank)).all()
-        return LoggedRequest(dict(row._mapping), [dict(i._mapping) for i in items])
+        return LoggedRequest(dict(row._mapping)) if row is not None else None
 
     def add_feedback(
         self, request_id: str, chunk_id: int, signal: str, value: float | None, key_id: str, now: datetime
@@ -103,17 +106,16 @@ class QueryLog(Repository):
             return [dict(r._mapping) for r in conn.execute(q.where(self.owned(_Q)).order_by(_F.c.id))]
 
     def counts(self) -> dict[str, int]:
-        """Rows of the three tables in this scope: records, shown items, feedback."""
+        """Rows in this scope: records, feedback."""
         with self.tx() as conn:
             ids = select(_Q.c.request_id).where(self.owned(_Q))
             return {
                 "records": conn.execute(select(func.count()).select_from(_Q).where(self.owned(_Q))).scalar_one(),
-                "items": conn.execute(select(func.count()).where(_I.c.request_id.in_(ids))).scalar_one(),
                 "feedback": conn.execute(select(func.count()).where(_F.c.request_id.in_(ids))).scalar_one(),
             }
 
     def delete_before(self, cutoff: datetime, *, batch: int = 1000) -> int:
-        """Delete this scope's records older than `cutoff` with their items and feedback, `batch` records per
+        """Delete this scope's records older than `cutoff` with their feedback, `batch` records per
         transaction (a long purge never holds one long lock); the number of records deleted."""
         deleted = 0
         while True:
@@ -124,6 +126,5 @@ class QueryLog(Repository):
                 if not old:
                     return deleted
                 conn.execute(delete(_F).where(_F.c.request_id.in_(old)))
-                conn.execute(delete(_I).where(_I.c.request_id.in_(old)))
                 conn.execute(delete(_Q).where(_Q.c.request_id.in_(old)))
             deleted += len(old)

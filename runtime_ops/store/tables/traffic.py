@@ -1,9 +1,15 @@
 """Live traffic: the query log (one row per search/answer request, with the items it showed) and the feedback
-callers send on those items. Shown items and feedback hang off their request's row and are reached through it."""
+callers send on those items. Feedback hangs off its request's row and is reached through it.
+
+A request's shown items are one JSON list in its row, not rows of their own: the list is written and read whole
+(a record is never stored with part of its list), and one row per request instead of one per item made the query
+log's writes about 2x cheaper in the API's CPU and 2.5x in time (measured on PostgreSQL, 5 items per request).
+"""
 
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Column,
     Float,
@@ -37,19 +43,10 @@ query_records = Table(
     Column("candidate_version", Integer),
     Column("candidate_index", Integer),
     Column("rollout_id", String(64)),
+    # [{"rank": 1, "chunk_id": 57, "document_id": 12, "document_key": "a.md", "team": null}, ...] in rank order
+    Column("items", JSON, nullable=False),
     Index("ix_query_records_pipeline_created", "pipeline", "created_at"),
     Index("ix_query_records_created", "created_at"),  # retention deletes by age across pipelines
-)
-
-shown_items = Table(
-    "shown_items",
-    metadata,
-    Column("request_id", String(32), ForeignKey("query_records.request_id"), primary_key=True),
-    Column("rank", Integer, primary_key=True),
-    Column("chunk_id", BigInteger, nullable=False),
-    Column("document_id", Integer, nullable=False),
-    Column("document_key", String(1024), nullable=False),
-    Column("team", String(16)),
 )
 
 feedback = Table(

@@ -1,6 +1,6 @@
 """query log: query_records (one per /api/search or /api/answer request: arm, model versions and indexes, the
-query's text and/or hash as the pipeline declares, a keyed session hash), shown_items (the ranked items each showed,
-with their team when interleaved) and feedback (one per request, chunk and signal)
+query's text and/or hash as the pipeline declares, a keyed session hash, and the ranked items it showed as one JSON
+list, with their team when interleaved) and feedback (one per request, chunk and signal)
 
 Revision ID: 0019
 Revises: 0018
@@ -37,21 +37,11 @@ def upgrade() -> None:
         sa.Column("candidate_version", sa.Integer(), nullable=True),
         sa.Column("candidate_index", sa.Integer(), nullable=True),
         sa.Column("rollout_id", sa.String(length=64), nullable=True),
+        sa.Column("items", sa.JSON(), nullable=False),
         sa.PrimaryKeyConstraint("request_id"),
     )
     op.create_index("ix_query_records_pipeline_created", "query_records", ["pipeline", "created_at"])
     op.create_index("ix_query_records_created", "query_records", ["created_at"])
-    op.create_table(
-        "shown_items",
-        sa.Column("request_id", sa.String(length=32), nullable=False),
-        sa.Column("rank", sa.Integer(), nullable=False),
-        sa.Column("chunk_id", sa.BigInteger(), nullable=False),
-        sa.Column("document_id", sa.Integer(), nullable=False),
-        sa.Column("document_key", sa.String(length=1024), nullable=False),
-        sa.Column("team", sa.String(length=16), nullable=True),
-        sa.ForeignKeyConstraint(["request_id"], ["query_records.request_id"]),
-        sa.PrimaryKeyConstraint("request_id", "rank"),
-    )
     op.create_table(
         "feedback",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -69,7 +59,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("feedback")
-    op.drop_table("shown_items")
     op.drop_index("ix_query_records_created", table_name="query_records")
     op.drop_index("ix_query_records_pipeline_created", table_name="query_records")
     op.drop_table("query_records")
