@@ -117,7 +117,7 @@ def _logged(url: str) -> dict[str, Any]:
     try:
         with engine.connect() as conn:
             records = conn.execute(select(t.query_records.c.request_id, t.query_records.c.n_results,
-                                          t.query_records.c.items)).all()  # fmt: skip
+                                          t.query_records.c["items"])).all()  # fmt: skip
     finally:
         engine.dispose()
     return {
