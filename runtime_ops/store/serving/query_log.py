@@ -81,9 +81,9 @@ class QueryLog(Repository):
             conn.execute(insert(_Q), [_row(r) for r in records])
 
     def get(self, request_id: str) -> LoggedRequest | None:
-        with self.tx() as conn:
-            row = conn.execute(select(_Q).where(_Q.c.request_id == request_id, self.owned(_Q))).first()
-        return LoggedRequest(dict(row._mapping)) if row is not None else None
+        """The logged request (a standalone read: on SQLite it takes no write lock and waits for no writer)."""
+        rows = self.fetch(select(_Q).where(_Q.c.request_id == request_id, self.owned(_Q)))
+        return LoggedRequest(dict(rows[0]._mapping)) if rows else None
 
     def add_feedback(
         self, request_id: str, chunk_id: int, signal: str, value: float | None, key_id: str, now: datetime

@@ -45,8 +45,8 @@ query_records = Table(
     Column("rollout_id", String(64)),
     # [{"rank": 1, "chunk_id": 57, "document_id": 12, "document_key": "a.md", "team": null}, ...] in rank order
     Column("items", JSON, nullable=False),
+    # Retention deletes a pipeline's records by age; no other index: each one is paid on every logged request.
     Index("ix_query_records_pipeline_created", "pipeline", "created_at"),
-    Index("ix_query_records_created", "created_at"),  # retention deletes by age across pipelines
 )
 
 feedback = Table(

@@ -41,7 +41,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("request_id"),
     )
     op.create_index("ix_query_records_pipeline_created", "query_records", ["pipeline", "created_at"])
-    op.create_index("ix_query_records_created", "query_records", ["created_at"])
     op.create_table(
         "feedback",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -59,6 +58,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("feedback")
-    op.drop_index("ix_query_records_created", table_name="query_records")
     op.drop_index("ix_query_records_pipeline_created", table_name="query_records")
     op.drop_table("query_records")
