@@ -75,6 +75,10 @@ class QueryLogWriter:
         with self._lock:
             return request_id in self._pending
 
+    def waiting(self) -> int:
+        """Records on the queue, not yet taken by the writer thread."""
+        return self._queue.qsize()
+
     # The writer thread --------------------------------------------------------------------------------------
     def start(self) -> None:
         self._stopping.clear()
@@ -94,7 +98,7 @@ class QueryLogWriter:
         """Write every record waiting now, in batches; the number written."""
         total = 0
         while batch := self._take(self.batch):
-            total += self._write(batch)
+            total += max(0, self._write(batch))  # a store that is down: those records are lost (stop only)
         return total
 
     def _run(self) -> None:
@@ -107,7 +111,8 @@ class QueryLogWriter:
                 carried = []
                 if self._write(batch) < 0:
                     carried = batch
-                    break
+                    self._stopping.wait(self.flush_s)  # the store is down: try again after a flush interval, not
+                    break  # at every request that wakes the writer
         if carried:
             self._write(carried)
 
