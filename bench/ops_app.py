@@ -1,4 +1,5 @@
-"""The real ops API for the benchmarks: `python -m uvicorn --factory bench.ops_app:create_app`.
+"""The real ops API for the benchmarks: `python -m uvicorn --factory bench.ops_app:create_app` (and, for the query log
+benchmark's baseline, `bench.ops_app:create_app_without_query_log`).
 
 Configured exactly as in production, from the runtime_ops environment variables the benchmark sets
 (`RUNTIME_OPS_DATABASE_URL`, `SLACK_SIGNING_SECRET`, `RUNTIME_OPS_APPROVERS`, ...). No Slack bot token is
@@ -20,3 +21,11 @@ def create_app() -> FastAPI:
     if not (settings.database_url or "").startswith("postgresql"):
         raise RuntimeError("bench.ops_app needs RUNTIME_OPS_DATABASE_URL pointing at PostgreSQL")
     return create_ops_app(settings)
+
+
+def create_app_without_query_log() -> FastAPI:
+    """The same ops API with the query log taken out of the request path (no record built, hashed or queued): the
+    baseline of the query log benchmark (`bench/query_log.py`)."""
+    app = create_app()
+    app.state.query_logging.record = lambda *args, **kwargs: None
+    return app

@@ -121,6 +121,14 @@ class Settings(BaseSettings):
     header_timeout: timedelta | None = Field(default=timedelta(seconds=10), **_env("RUNTIME_OPS_HEADER_TIMEOUT"))
     body_timeout: timedelta | None = Field(default=timedelta(seconds=30), **_env("RUNTIME_OPS_BODY_TIMEOUT"))
 
+    # The query log of /api/search and /api/answer: written off the request path every flush seconds (or as soon as
+    # `batch` records wait); at most `queue` records wait in memory, more are dropped and counted. Feedback on a
+    # request older than feedback_window is refused (410).
+    query_log_flush_s: float = Field(default=1.0, gt=0.0, le=60.0, **_env("RUNTIME_OPS_QUERY_LOG_FLUSH_S"))
+    query_log_batch: int = Field(default=500, ge=1, le=100_000, **_env("RUNTIME_OPS_QUERY_LOG_BATCH"))
+    query_log_queue: int = Field(default=20_000, ge=1, le=1_000_000, **_env("RUNTIME_OPS_QUERY_LOG_QUEUE"))
+    feedback_window: timedelta | None = Field(default=timedelta(days=7), **_env("RUNTIME_OPS_FEEDBACK_WINDOW"))
+
     # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
     log_format: Literal["json", "console"] = Field(default="json", **_env("RUNTIME_OPS_LOG_FORMAT"))
 
@@ -194,6 +202,7 @@ class Settings(BaseSettings):
         "statement_timeout",
         "header_timeout",
         "body_timeout",
+        "feedback_window",
         mode="before",
     )
     @classmethod

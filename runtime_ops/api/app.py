@@ -9,6 +9,7 @@
 | `POST /webhooks/landing` | `routes/landing.py` |
 | `GET /metrics` | `routes/metrics.py` |
 | `POST /api/search`, `POST /api/answer` | `routes/search.py` |
+| `POST /api/feedback` | `routes/feedback.py` |
 | `GET /healthz`, `GET /readyz` | `routes/health.py` |
 | `GET /openapi.json`, `GET /docs`, `GET /docs/assets/*` | `routes/docs.py` |
 
@@ -47,7 +48,18 @@ from runtime_ops.api.guards import BodyLimit, Disconnects
 from runtime_ops.api.headers import SecurityHeaders
 from runtime_ops.api.redis_buckets import RedisBuckets
 from runtime_ops.api.refusals import Refusals
-from runtime_ops.api.routes import alerts, approval_pages, approvals, docs, health, landing, metrics, search, slack
+from runtime_ops.api.routes import (
+    alerts,
+    approval_pages,
+    approvals,
+    docs,
+    feedback,
+    health,
+    landing,
+    metrics,
+    search,
+    slack,
+)
 from runtime_ops.api.searchers import ServingWarmup
 from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
@@ -84,6 +96,7 @@ def create_app(
         anyio.to_thread.current_default_thread_limiter().total_tokens = _THREADS
         # Each pipeline's embedder and index are loaded before /readyz says ready, and again after a promotion.
         app.state.warmup.start()
+        app.state.query_logging.writer.start()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_flush_refusals, ops)
             try:
@@ -92,6 +105,8 @@ def create_app(
                 tasks.cancel_scope.cancel()
         await anyio.to_thread.run_sync(app.state.warmup.stop)
         app.state.searchers.close()  # the rollouts' shadow executors
+        # The query log's records still in memory are written before the process ends.
+        await anyio.to_thread.run_sync(app.state.query_logging.writer.stop)
         await anyio.to_thread.run_sync(lambda: ops.refusals.flush(final=True))
         if ops.refusals.shared is not None:
             ops.refusals.shared.close()
@@ -115,7 +130,7 @@ def create_app(
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
     search.install_search(app, ops, app.state.metrics_registry)
     app.state.warmup = ServingWarmup(app.state.searchers)
-    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, docs):
+    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, feedback, docs):
         app.include_router(module.router)
     return app
 

@@ -16,6 +16,7 @@ from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.schedules import build_schedules
 from runtime_ops.serving.assets import build_serving_assets
 from runtime_ops.serving.backfill import build_shadow_embeddings
+from runtime_ops.serving.query_log_retention import build_query_log_retention
 
 
 def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
@@ -37,11 +38,12 @@ def build_pipeline_defs(spec: PipelineSpec) -> dg.Definitions:
     by_name = {a.key.path[-1]: a for a in assets}
     jobs = build_jobs(spec, by_name, gate)
     alert_jobs = build_alert_jobs(spec)
+    retention_job, retention_schedule = build_query_log_retention(spec)
     return dg.Definitions(
         assets=[*assets, production_evaluation],
         asset_checks=[*gate, no_regression],
-        jobs=[*jobs.all, regression_job, *alert_jobs],
-        schedules=build_schedules(spec, jobs.train, regression_job),
+        jobs=[*jobs.all, regression_job, *alert_jobs, retention_job],
+        schedules=[*build_schedules(spec, jobs.train, regression_job), retention_schedule],
         sensors=[
             build_landing_sensor(spec, jobs.ingest),
             build_corpus_sensor(spec, jobs.train, jobs.index),

@@ -31,6 +31,8 @@ _DURATION_BOUNDS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 180
 _DECISION_BOUNDS = (1.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 172800.0)
 # Queries of the ops API's search and answer routes: milliseconds (an answer through a model endpoint: seconds).
 SEARCH_BOUNDS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Ranks of clicked items: the first page, then coarser.
+CLICK_RANK_BOUNDS = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 # Lock waits: most acquisitions are uncontended (a few ms); the bounded waits end at 10 s by default.
 _LOCK_BOUNDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -161,6 +163,44 @@ _SEARCH_DEFS: tuple[MetricDef, ...] = (
         "counter",
         ("pipeline", "model_version"),
         "Hits returned by /api/search and /api/answer in this ops API process, by the model version that served them.",
+        "api",
+    ),
+    MetricDef(
+        "runtime_ops_search_requests_total",
+        "counter",
+        ("pipeline", "route", "arm"),
+        "Requests /api/search and /api/answer answered in this ops API process, by the arm that served them.",
+        "api",
+    ),
+    MetricDef(
+        "runtime_ops_search_zero_results_total",
+        "counter",
+        ("pipeline", "route", "arm"),
+        "Requests /api/search and /api/answer answered with no result, by the arm that served them.",
+        "api",
+    ),
+    MetricDef(
+        "runtime_ops_feedback_total",
+        "counter",
+        ("pipeline", "arm", "model_version", "signal"),
+        "Feedback accepted by POST /api/feedback: the arm of the request, the model version that produced the item "
+        "(its team's when interleaved), the signal (click, helpful, not_helpful). Replays are not counted.",
+        "api",
+    ),
+    MetricDef(
+        "runtime_ops_feedback_click_rank",
+        "histogram",
+        ("pipeline", "model_version"),
+        "The rank (1-based) of the shown item a click was reported on.",
+        "api",
+        CLICK_RANK_BOUNDS,
+    ),
+    MetricDef(
+        "runtime_ops_query_log_dropped_total",
+        "counter",
+        ("pipeline",),
+        "Query log records dropped in this ops API process: the writer's queue was full "
+        "(RUNTIME_OPS_QUERY_LOG_QUEUE) or the store refused the record. The request itself was answered.",
         "api",
     ),
 )

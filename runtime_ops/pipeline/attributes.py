@@ -4,7 +4,7 @@ A field left out falls back to the process-wide environment default named in its
 pipeline keeps honouring RUNTIME_OPS_LANDING, RUNTIME_OPS_APPROVERS, ...), then to the built-in default.
 Secrets are never literal here: a secret field takes `{env: VARIABLE_NAME}` and is read at run time. The larger
 sections have their own modules: `embedder_attributes.py`, `chunking_attributes.py`, `gate_attributes.py`,
-`approval_attributes.py`, `rollout_attributes.py`.
+`approval_attributes.py`, `rollout_attributes.py`, `queries_attributes.py`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from runtime_ops.pipeline.attribute_types import EnvRef, Fraction, http_url, sec
 from runtime_ops.pipeline.chunking_attributes import ChunkingAttributes
 from runtime_ops.pipeline.embedder_attributes import EmbedderAttributes
 from runtime_ops.pipeline.gate_attributes import GateAttributes
+from runtime_ops.pipeline.queries_attributes import QueriesAttributes
 from runtime_ops.pipeline.rollout_attributes import RolloutAttributes
 from runtime_ops.pipeline.spec import JOB_NAMES, check_name
 
@@ -295,6 +296,7 @@ class PipelineAttributes(dg.Model):
     backfill: BackfillAttributes = Field(default_factory=BackfillAttributes)
     timeouts: TimeoutAttributes = Field(default_factory=TimeoutAttributes)
     rollout: RolloutAttributes = Field(default_factory=RolloutAttributes)
+    queries: QueriesAttributes = Field(default_factory=QueriesAttributes)
     alert_rules: str | None = Field(
         default=None,
         description="Remediation rule file, relative to this defs.yaml. Default: RUNTIME_OPS_ALERT_RULES, else the "

@@ -295,5 +295,6 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         backfill=BackfillSpec(shards=attrs.backfill.shards, pool=attrs.backfill.pool, cores=attrs.backfill.cores),
         timeouts=_timeouts(attrs, settings),
         rollout=attrs.rollout.spec(),
+        queries=attrs.queries.spec(),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,
     )

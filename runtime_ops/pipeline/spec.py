@@ -250,6 +250,22 @@ def check_ramp(ramp: tuple[float, ...] | list[float]) -> None:
         raise ValueError(f"rollout.ramp must end at 1.0 (the whole traffic), got {list(ramp)}")
 
 
+@dataclass(frozen=True)
+class QueryLogSpec:
+    """What the query log keeps of a query (`text`, `hash` or `off`) and how long its records live."""
+
+    log: str = "hash"
+    retain: timedelta = timedelta(days=30)
+
+    @property
+    def keeps_text(self) -> bool:
+        return self.log == "text"
+
+    @property
+    def keeps_hash(self) -> bool:
+        return self.log != "off"
+
+
 JOB_NAMES = ("ingest_job", "train_job", "promotion_job", "index_job", "rollback_job", "reembed_job")
 
 
@@ -284,6 +300,7 @@ class PipelineSpec:
     backfill: BackfillSpec = field(default_factory=BackfillSpec)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
     rollout: RolloutSpec = field(default_factory=RolloutSpec)
+    queries: QueryLogSpec = field(default_factory=QueryLogSpec)
     retrain_cron: str | None = "0 3 * * *"
     regression_cron: str | None = "0 */6 * * *"
     # RUNTIME_OPS_SENSOR_INTERVAL in seconds: every sensor of the pipeline ticks this often (None: their defaults).

@@ -70,6 +70,14 @@ class Served:
             return [h.as_dict() for h in self.hits]
         return [{**h.as_dict(), "team": team} for h, team in zip(self.hits, self.teams, strict=True)]
 
+    def versions(self) -> dict[str, int]:
+        """The model version of each arm that served (by arm, or by team when interleaved)."""
+        return {by.get("arm") or by["team"]: int(by["model_version"]) for by in self.served_by}
+
+    def indexes(self) -> dict[str, int]:
+        """The index id of each arm that served (by arm, or by team when interleaved)."""
+        return {by.get("arm") or by["team"]: int(by["index_id"]) for by in self.served_by}
+
     def sources(self, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """An answer's sources, each with the team of the chunk it cites first when interleaved."""
         if self.arm != INTERLEAVED:

@@ -41,6 +41,7 @@ from runtime_ops.store.tables.registry import (
 )
 from runtime_ops.store.tables.rollouts import rollouts
 from runtime_ops.store.tables.serving import answers, index_shards, retrieval_indexes
+from runtime_ops.store.tables.traffic import feedback, query_records
 
 __all__ = [
     "UTCDateTime",
@@ -63,6 +64,7 @@ __all__ = [
     "drift_signals",
     "effects",
     "eval_reports",
+    "feedback",
     "index_shards",
     "interaction_deliveries",
     "landing_batches",
@@ -71,6 +73,7 @@ __all__ = [
     "metadata",
     "metric_series",
     "model_versions",
+    "query_records",
     "retrain_requests",
     "retrieval_indexes",
     "rollouts",

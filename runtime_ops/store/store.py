@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from runtime_ops.settings import Settings
 from runtime_ops.store.serving.answers import Answers
 from runtime_ops.store.serving.indexes import Indexes
+from runtime_ops.store.serving.query_log import QueryLog
 from runtime_ops.store.serving.rollouts import Rollouts
 
 
@@ -98,6 +99,7 @@ class StateStore:
         self.embeddings = Embeddings(engine, p)
         self.indexes = Indexes(engine, p)
         self.answers = Answers(engine, p)
+        self.query_log = QueryLog(engine, p)
         self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
         self.rollouts = Rollouts(engine, p, self.audit_log)
         # Production moving ends the rollout that compared a candidate with the old production (same transaction).

@@ -141,10 +141,15 @@ def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> No
         "demo/production_evaluation:no_regression",
     }
     jobs = "ingest_job train_job promotion_job index_job regression_job rollback_job reembed_job"
+    jobs += " query_log_retention_job"
     assert {j["name"] for j in defs["jobs"]} >= {f"demo__{j}" for j in jobs.split()}
     assert {s["name"] for s in defs["sensors"]} == {
         "automation_sensor",
         "run_recovery_sensor",
         *(f"demo__{s}" for s in ("landing_sensor", "corpus_sensor", "approvals_sensor", "alert_sensor")),
     }
-    assert {s["name"] for s in defs["schedules"]} == {"demo__retrain_schedule", "demo__regression_schedule"}
+    assert {s["name"] for s in defs["schedules"]} == {
+        "demo__retrain_schedule",
+        "demo__regression_schedule",
+        "demo__query_log_retention_schedule",
+    }

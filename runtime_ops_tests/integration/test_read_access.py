@@ -27,6 +27,7 @@ KEYED = {
     ("GET", "/docs/assets/swagger-ui.css"): "read",
     ("POST", "/api/search"): "search",
     ("POST", "/api/answer"): "search",
+    ("POST", "/api/feedback"): "search",
     ("POST", "/api/approvals/{request_id}/{action}"): "decide",
 }
 DECIDE = "/api/approvals/{request_id}/{action}"
@@ -40,7 +41,11 @@ OWN_AUTH = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
 }
-BODIES: dict[str, Any] = {"/api/search": {"query": "json"}, "/api/answer": {"question": "json?"}}
+BODIES: dict[str, Any] = {
+    "/api/search": {"query": "json"},
+    "/api/answer": {"question": "json?"},
+    "/api/feedback": {"request_id": "q_01JEH6Q4Z0R8W5N2K7M9P3T6XA", "chunk_id": 1, "signal": "click"},
+}
 
 
 @pytest.fixture
@@ -91,10 +96,11 @@ def test_no_key_is_401_a_key_without_the_scope_is_403_the_scope_gets_in(
     assert _call(client, method, path, {"Authorization": "Bearer rok_00000000_forged"}).status_code == 401
     refused = _call(client, method, path, wrong)
     assert refused.status_code == 403 and f"lacks the {scope!r} scope" in refused.json()["detail"]
-    # With the scope: served (the query routes answer 503 here: no pipeline serves an index yet; the decision, 404:
-    # there is no such request).
+    # With the scope: served (the query routes answer 503 here: no pipeline serves an index yet; feedback, 410: the
+    # request id was issued in 2024; the decision, 404: there is no such request).
     served = _call(client, method, path, right)
-    assert served.status_code == (503 if path in BODIES else 404 if path == DECIDE else 200), served.text
+    expected = 410 if path == "/api/feedback" else 503 if path in BODIES else 404 if path == DECIDE else 200
+    assert served.status_code == expected, served.text
     if path == "/openapi.json":
         assert "/api/search" in served.json()["paths"]
     if path == "/docs":

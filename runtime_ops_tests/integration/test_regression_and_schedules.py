@@ -38,4 +38,9 @@ def test_schedules_target_the_jobs(env, tmp_path) -> None:
     assert schedules == {
         "demo__retrain_schedule": ("demo__train_job", "0 3 * * *", dg.DefaultScheduleStatus.RUNNING),
         "demo__regression_schedule": ("demo__regression_job", "0 */6 * * *", dg.DefaultScheduleStatus.RUNNING),
+        "demo__query_log_retention_schedule": (
+            "demo__query_log_retention_job",
+            "30 4 * * *",
+            dg.DefaultScheduleStatus.RUNNING,
+        ),
     }

@@ -15,20 +15,14 @@ from fastapi.testclient import TestClient
 
 from runtime_ops.api.app import create_app
 from runtime_ops.components.loading import get_spec
-from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
-from runtime_ops.locks.factory import locker_for
-from runtime_ops.models.promotion_saga import lock_name
 from runtime_ops.serving import search as search_module
-from runtime_ops.serving.vector_index import ensure_index
 from runtime_ops.settings import get_settings
-from runtime_ops.store import NewObject, StateStore, open_store
+from runtime_ops.store import open_store
 from runtime_ops.store.registry.artifacts import Artifacts
 from runtime_ops.store.registry.registry import Registry
-from runtime_ops.vectors.base import VectorStore
 from runtime_ops.vectors.factory import pipeline_vector_store
 from runtime_ops_tests.support.own_corpus import declare_pipeline
-
-TOPICS = ("quokka tracker export", "json pretty printing", "csv dialect sniffing", "sqlite cursor commits")
+from runtime_ops_tests.support.serving_index import serve_new_model
 
 
 def _until(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
@@ -37,41 +31,6 @@ def _until(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> No
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.05)
-
-
-def _serve_new_model(store: StateStore, vectors: VectorStore, seed: int) -> int:
-    """Land documents, train an lsa model on them, fill its index and point `retrieval_index` at it (fenced, under
-    the pipeline's promotion lock, as a promotion does); the index id."""
-    keys = [f"notes/{seed}-{i}.md" for i in range(len(TOPICS) * 3)]
-    batch = store.ledger.record_batch("test://", [NewObject(k, "v1", 10, None) for k in keys])
-    assert batch is not None
-    topics = [TOPICS[i % len(TOPICS)] for i in range(len(keys))]
-    texts = [f"{topic} note {i} of set {seed}: how the {topic} works." for i, topic in enumerate(topics)]
-    for doc, text in zip(
-        sorted(store.documents.batch_documents(batch["id"]), key=lambda d: d["key"]), texts, strict=True
-    ):
-        store.documents.store_chunks(doc["id"], [text])
-    params = EmbedderParams(dim=8, seed=seed)
-    embedder = train_embedder([t for _, _, t in store.documents.current_chunks()], params)
-    data = embedder.to_bytes()
-    model, _ = store.registry.register_model(
-        digest=digest(data),
-        artifact_id=store.artifacts.put_artifact("embedder", data, digest(data)),
-        params={"kind": "lsa", **params.to_dict()},
-        n_documents=len(keys),
-        n_chunks=len(keys),
-        corpus_revision=store.ledger.corpus_revision(),
-        run_id=None,
-    )
-    version = int(model["version"])
-    index = ensure_index(store, vectors, version, embedder=embedder)
-    assert store.pipeline is not None
-    with locker_for(None, get_settings().resolved_database_url, get_settings()).hold(
-        lock_name(store.pipeline)
-    ) as lease:
-        store.registry.set_alias("production", version, actor="test", fence=lease.fence)
-        store.registry.set_alias("retrieval_index", index.index_id, actor="test", fence=lease.fence)
-    return index.index_id
 
 
 def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_any_request(
@@ -85,9 +44,9 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
     alpha = open_store(get_settings().resolved_database_url, get_settings(), pipeline="alpha")
     beta, gamma = alpha.scoped("beta"), alpha.scoped("gamma")
     vectors = {name: pipeline_vector_store(get_spec(name).vector_store) for name in names}
-    first = _serve_new_model(alpha, vectors["alpha"], seed=1)  # alpha serves v1; beta has no index yet
+    first = serve_new_model(alpha, vectors["alpha"], seed=1)  # alpha serves v1; beta has no index yet
     # gamma's index cannot be loaded: its model's weights are gone. No reason to stay unready either.
-    _serve_new_model(gamma, vectors["gamma"], seed=4)
+    serve_new_model(gamma, vectors["gamma"], seed=4)
     gamma.artifacts.release([gamma.registry.get_model(1)["artifact_id"]])
 
     loaded: list[tuple[str | None, int]] = []
@@ -128,7 +87,7 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
         assert loads() == [("alpha", 1)]  # the request loaded nothing
 
         # A promotion moves alpha's alias: the loop loads v2 and its index before a request asks.
-        second = _serve_new_model(alpha, vectors["alpha"], seed=2)
+        second = serve_new_model(alpha, vectors["alpha"], seed=2)
         _until(lambda: searcher.warmed == second, "alpha's new serving index to be loaded")
         assert loads() == [("alpha", 1), ("alpha", 2)]
         found = client.post("/api/search", json={"query": "quokka tracker", "pipeline": "alpha"}, headers=headers)
@@ -136,7 +95,7 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
         assert loads() == [("alpha", 1), ("alpha", 2)]
 
         # beta's first index (its own v1) is loaded as soon as it exists, and the probe's note about it goes.
-        third = _serve_new_model(beta, vectors["beta"], seed=3)
+        third = serve_new_model(beta, vectors["beta"], seed=3)
         ready = {"status": "ready", "note": "not loaded (retrying): gamma"}
         _until(lambda: client.get("/readyz").json() == ready, "beta's serving index to be loaded")
         assert loads()[-1] == ("beta", 1) and app.state.searchers.get("beta")[1].warmed == third

@@ -32,6 +32,11 @@ CONTRACT = {
     "runtime_ops_lock_wait_seconds": ("histogram", ("lock", "outcome")),
     "runtime_ops_search_latency_seconds": ("histogram", ("pipeline", "route")),
     "runtime_ops_search_results_total": ("counter", ("pipeline", "model_version")),
+    "runtime_ops_search_requests_total": ("counter", ("pipeline", "route", "arm")),
+    "runtime_ops_search_zero_results_total": ("counter", ("pipeline", "route", "arm")),
+    "runtime_ops_feedback_total": ("counter", ("pipeline", "arm", "model_version", "signal")),
+    "runtime_ops_feedback_click_rank": ("histogram", ("pipeline", "model_version")),
+    "runtime_ops_query_log_dropped_total": ("counter", ("pipeline",)),
     "runtime_ops_index_shards_planned": ("gauge", ("pipeline", "model_version")),
     "runtime_ops_index_shards_filled": ("gauge", ("pipeline", "model_version")),
 }
@@ -44,7 +49,8 @@ def test_metric_names_are_the_contract_with_its_types_and_labels() -> None:
         # Prometheus conventions: counters end in _total, histograms of time in _seconds, base units only.
         assert not name.endswith("_total") or kind == "counter"
         assert kind != "counter" or name.endswith("_total")
-        assert kind != "histogram" or name.endswith("_seconds")
+        # (a clicked item's rank is a count of places, not a unit: the one histogram not of time)
+        assert kind != "histogram" or name.endswith("_seconds") or name == "runtime_ops_feedback_click_rank"
         assert kind != "histogram" or METRICS[name].buckets == tuple(sorted(METRICS[name].buckets))
 
 

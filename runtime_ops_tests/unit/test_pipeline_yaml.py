@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,19 @@ def test_escalation_that_would_come_after_expiry_fails_at_load(tmp_path: Path, m
     message = _load_error(tmp_path, monkeypatch)
     assert message.startswith(f"{path}:5: attributes.approvals.expire_after: the last escalation tier"), message
     assert "RUNTIME_OPS_ESCALATE_AFTER" in message and "escalate_after: off" in message
+
+
+def test_queries_default_to_hash_for_30_days_and_refuse_what_is_not_a_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNTIME_OPS_PIPELINES_DIR", str(tmp_path))
+    monkeypatch.setenv("RUNTIME_OPS_HOME", str(tmp_path / "home"))
+    declare(tmp_path, "alpha", HEADER + "  landing: {uri: a}\n  queries: {log: text, retain: 7d}\n")
+    declare(tmp_path, "beta", HEADER.replace("alpha", "beta") + "  landing: {uri: b}\n")
+    specs = load_specs(load_settings())
+    assert (specs["alpha"].queries.log, specs["alpha"].queries.retain) == ("text", timedelta(days=7))
+    assert (specs["beta"].queries.log, specs["beta"].queries.retain) == ("hash", timedelta(days=30))
+    path = declare(tmp_path, "alpha", HEADER + "  queries:\n    log: everything\n")
+    assert f"{path}:5: attributes.queries.log: Input should be 'text', 'hash' or 'off'" in error_of(tmp_path)
+    path = declare(tmp_path, "alpha", HEADER + "  queries:\n    retain: off\n")
+    assert f"{path}:5: attributes.queries.retain: must be a duration such as 30d" in error_of(tmp_path)

@@ -6,6 +6,11 @@ never mixes two model versions, also while a promotion or rollback swaps the ali
 (`rollout:` in defs.yaml) the request's arm may be the candidate's index or both, interleaved
 (`serving/rollout_search.py`), and the response names the arm and what served it. Handlers are plain `def`s:
 embedding the query and reading the vector store block, so they run in the thread pool.
+
+Every response carries a `request_id` (`runtime_ops.online.request_ids`), the `arm` that served it and `served_by`
+(the model version and index of each arm). The request is recorded in the query log with the items it showed
+(`runtime_ops.api.query_log_writer`: off the request path), keeping the query's text and hash as the pipeline's
+`queries.log` says and the caller's `session` only as a keyed hash; feedback on it is `routes/feedback.py`.
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime_ops.api.auth import SearchKey
-from runtime_ops.api.deps import OpsContext, get_ops
+from runtime_ops.api.deps import OpsContext
+from runtime_ops.api.query_log_writer import QueryLogWriter
 from runtime_ops.api.searchers import Searchers
 from runtime_ops.observability.metrics import METRICS
+from runtime_ops.online.arms import CANDIDATE, PRODUCTION
+from runtime_ops.online.hashing import query_hash, session_hash, session_key
+from runtime_ops.online.query_records import QueryRecord, ShownItem
 from runtime_ops.online.request_ids import new_request_id
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.answerer import answer_hits
@@ -34,6 +43,13 @@ router = APIRouter(tags=["search"])
 
 MAX_QUERY_CHARS = 2000
 MAX_SESSION_CHARS = 200
+_SESSION = Field(
+    default=None,
+    min_length=1,
+    max_length=MAX_SESSION_CHARS,
+    description="An opaque key of the caller's user session (a cookie, a user id): stored only as a keyed hash, it "
+    "lets the query log group a session's requests.",
+)
 
 
 class SearchRequest(BaseModel):
@@ -41,9 +57,7 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words.")
     k: int = Field(default=5, ge=1, le=MAX_K, description="How many chunks to return.")
     pipeline: str | None = Field(default=None, description="Which pipeline (default: the only one, or `demo`).")
-    session: str | None = Field(
-        default=None, max_length=MAX_SESSION_CHARS, description="An opaque key of the caller's session."
-    )
+    session: str | None = _SESSION
 
 
 class AnswerRequest(BaseModel):
@@ -51,24 +65,103 @@ class AnswerRequest(BaseModel):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=4, ge=1, le=20, description="How many chunks the answer is drawn from.")
     pipeline: str | None = None
-    session: str | None = Field(
-        default=None, max_length=MAX_SESSION_CHARS, description="An opaque key of the caller's session."
-    )
+    session: str | None = _SESSION
 
 
 class SearchMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, specs: dict[str, PipelineSpec]) -> None:
         # No `<name>_created` series: outside the contract, and every other family of /metrics has none.
         disable_created_metrics()
         lat = METRICS["runtime_ops_search_latency_seconds"]
-        res = METRICS["runtime_ops_search_results_total"]
         self.latency = Histogram(lat.name, lat.help, list(lat.labels), buckets=list(lat.buckets), registry=registry)
-        self.results = Counter(res.name.removesuffix("_total"), res.help, list(res.labels), registry=registry)
+        self.results = _counter("runtime_ops_search_results_total", registry)
+        self.requests = _counter("runtime_ops_search_requests_total", registry)
+        self.zero_results = _counter("runtime_ops_search_zero_results_total", registry)
+        self.feedback = _counter("runtime_ops_feedback_total", registry)
+        rank = METRICS["runtime_ops_feedback_click_rank"]
+        self.click_rank = Histogram(
+            rank.name, rank.help, list(rank.labels), buckets=list(rank.buckets), registry=registry
+        )
+        self.dropped = _counter("runtime_ops_query_log_dropped_total", registry)
+        # Series that exist from the start at 0, so a rate or a ratio over them is defined before the first event.
+        for name in specs:
+            self.dropped.labels(name)
+            for route in ("search", "answer"):
+                self.requests.labels(name, route, PRODUCTION)
+                self.zero_results.labels(name, route, PRODUCTION)
+
+    def answered(self, spec: PipelineSpec, route: str, served: Served, took: float) -> None:
+        self.latency.labels(spec.name, route).observe(took)
+        versions = served.versions()
+        for team in served.teams:  # each hit counts for the model version that produced it
+            self.results.labels(spec.name, str(versions[team or served.arm])).inc()
+        self.requests.labels(spec.name, route, served.arm).inc()
+        if not served.hits:
+            self.zero_results.labels(spec.name, route, served.arm).inc()
+
+
+def _counter(name: str, registry: CollectorRegistry) -> Counter:
+    found = METRICS[name]
+    return Counter(found.name.removesuffix("_total"), found.help, list(found.labels), registry=registry)
+
+
+class QueryLogging:
+    """What the routes need to record a request: the writer, the key sessions are hashed with, the clock."""
+
+    def __init__(self, ops: OpsContext, writer: QueryLogWriter) -> None:
+        self.writer = writer
+        self.now = ops.now
+        self._session_key = session_key(ops.link_secret)
+
+    def record(
+        self,
+        spec: PipelineSpec,
+        route: str,
+        query: str,
+        session: str | None,
+        k: int,
+        served: Served,
+        took: float,
+    ) -> None:
+        queries = spec.queries
+        versions, indexes = served.versions(), served.indexes()
+        self.writer.submit(
+            QueryRecord(
+                request_id=served.request_id,
+                pipeline=spec.name,
+                route=route,
+                arm=served.arm,
+                created_at=self.now(),
+                k=k,
+                latency_ms=round(took * 1000, 3),
+                production_version=versions.get(PRODUCTION),
+                production_index=indexes.get(PRODUCTION),
+                candidate_version=versions.get(CANDIDATE),
+                candidate_index=indexes.get(CANDIDATE),
+                rollout_id=served.rollout_id,
+                query_text=query if queries.keeps_text else None,
+                query_hash=query_hash(query) if queries.keeps_hash else None,
+                session_hash=session_hash(self._session_key, session) if session is not None else None,
+                items=tuple(
+                    ShownItem(rank, h.chunk_id, h.document_id, h.document_key, team)
+                    for rank, (h, team) in enumerate(zip(served.hits, served.teams, strict=True), 1)
+                ),
+            )
+        )
 
 
 def install_search(app: FastAPI, ops: OpsContext, registry: CollectorRegistry) -> None:
-    app.state.searchers = Searchers(ops)
-    app.state.search_metrics = SearchMetrics(registry)
+    app.state.searchers = searchers = Searchers(ops)
+    app.state.search_metrics = metrics = SearchMetrics(registry, searchers.specs())
+    settings = ops.settings
+    writer = QueryLogWriter(
+        ops.store.query_log,
+        flush_s=settings.query_log_flush_s,
+        batch=settings.query_log_batch,
+        capacity=settings.query_log_queue,
+        on_drop=lambda record, reason: metrics.dropped.labels(record.pipeline).inc(),
+    )
+    app.state.query_logging = QueryLogging(ops, writer)
 
 
 async def _searchers(request: Request) -> Searchers:
@@ -81,9 +174,14 @@ async def _metrics(request: Request) -> SearchMetrics:
     return metrics
 
 
-def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, session: str | None) -> Served:
+async def _query_logging(request: Request) -> QueryLogging:
+    found: QueryLogging = request.app.state.query_logging
+    return found
+
+
+def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, session: str | None, now: Any) -> Served:
     try:
-        return routed.search(query, k, request_id=new_request_id(), session=session)
+        return routed.search(query, k, request_id=new_request_id(now), session=session)
     except NoServingIndex as exc:
         raise HTTPException(503, str(exc)) from None
     except VectorStoreError as exc:
@@ -96,21 +194,22 @@ def search(
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(_searchers)],
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
+    query_log: Annotated[QueryLogging, Depends(_query_logging)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     spec, routed = searchers.routed(body.pipeline)
-    served = _served(spec, routed, body.query, body.k, body.session)
-    result, hits = served.result, served.hits
+    served = _served(spec, routed, body.query, body.k, body.session, query_log.now())
+    result = served.result
     took = time.perf_counter() - started
-    metrics.latency.labels(spec.name, "search").observe(took)
-    metrics.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+    metrics.answered(spec, "search", served, took)
+    query_log.record(spec, "search", body.query, body.session, body.k, served, took)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
-        "model_version": result.model_version,
-        "index_id": result.index_id,
         "arm": served.arm,
         "served_by": served.served_by,
+        "model_version": result.model_version,
+        "index_id": result.index_id,
         "results": served.results(),
         "took_ms": round(took * 1000, 2),
     }
@@ -122,11 +221,11 @@ def answer(
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(_searchers)],
     metrics: Annotated[SearchMetrics, Depends(_metrics)],
-    ops: Annotated[OpsContext, Depends(get_ops)],
+    query_log: Annotated[QueryLogging, Depends(_query_logging)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     spec, routed = searchers.routed(body.pipeline)
-    served = _served(spec, routed, body.question, body.k, body.session)
+    served = _served(spec, routed, body.question, body.k, body.session, query_log.now())
     result, hits = served.result, served.hits
     llm = None
     if spec.answers.endpoint:
@@ -139,15 +238,15 @@ def answer(
         if llm is not None:
             llm.close()
     took = time.perf_counter() - started
-    metrics.latency.labels(spec.name, "answer").observe(took)
-    metrics.results.labels(spec.name, str(result.model_version)).inc(len(hits))
+    metrics.answered(spec, "answer", served, took)
+    query_log.record(spec, "answer", body.question, body.session, body.k, served, took)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
-        "model_version": result.model_version,
-        "index_id": result.index_id,
         "arm": served.arm,
         "served_by": served.served_by,
+        "model_version": result.model_version,
+        "index_id": result.index_id,
         "answer": answered.text,
         "answerer": answered.answerer,
         "endpoint_error": answered.endpoint_error,

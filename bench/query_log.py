@@ -1,0 +1,191 @@
+"""The request path with the query log on vs off, and feedback writes per second.
+
+Two uvicorn processes (one worker each) serve the real ops API from the same throwaway PostgreSQL state store and
+the same LanceDB index (a small lsa model: the cheaper the search, the larger the query log's share of it, so the
+ratio is conservative):
+- ours: `POST /api/search` as shipped: a request id, and the record (hashes, shown items) queued for the writer
+  thread, which writes a batch every RUNTIME_OPS_QUERY_LOG_FLUSH_S (1 s).
+- baseline: the same app with the query log taken out of the request path
+  (`bench.ops_app:create_app_without_query_log`).
+Each gets the same query bodies from 50 concurrent keep-alive clients, measured alternately ROUNDS times; the
+targets are on p50 (issue 27: at most 1.10x) and p99. Afterwards every answered request of ours must be in the
+query log (none dropped), whole.
+
+Then feedback: `POST /api/feedback` (key check, the logged request and its items read, one INSERT ... ON CONFLICT),
+one click per logged request, from 50 clients, against a bare FastAPI endpoint doing one INSERT into the same
+PostgreSQL (`bench/bare_app.py`); feedback writes per second and the ratio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from bench.common import (
+    BenchResult,
+    Call,
+    LoadStats,
+    Target,
+    UvicornServer,
+    benchmark,
+    combine,
+    run_closed_loop,
+    server_env,
+)
+
+CONCURRENCY = 50
+ROUNDS = 3  # baseline, ours, ... alternately: drift on a shared machine hits both alike
+WARMUP = 200  # per server and round, not measured
+MEASURED = 2500  # per server and round
+MAX_SECONDS = 20.0
+P50_RATIO_TARGET = 1.10
+P99_RATIO_TARGET = 1.25
+FEEDBACK_RATIO_TARGET = 0.4
+CLIENT = os.environ.get("BENCH_CLIENT", "raw")
+LINK_SECRET = "bench-link-secret-0123456789abcdef"
+WORDS = ("quokka", "tracker", "export", "json", "pretty", "printing", "csv", "dialect", "sniffing", "sqlite", "cursor")
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """This process's runtime_ops settings pointed at the benchmark's store and home while it prepares them."""
+    from runtime_ops.settings import get_settings
+
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        get_settings.cache_clear()
+
+
+def _prepare(env: dict[str, str]) -> str:
+    """The demo pipeline serving a small lsa model's index; a search key."""
+    from runtime_ops.components.loading import get_spec
+    from runtime_ops.settings import get_settings
+    from runtime_ops.store import open_store
+    from runtime_ops.vectors.factory import pipeline_vector_store
+    from runtime_ops_tests.support.serving_index import serve_new_model
+
+    with _environment(**env):
+        store = open_store(get_settings().resolved_database_url, get_settings())
+        serve_new_model(store, pipeline_vector_store(get_spec("demo").vector_store), seed=1)
+        key = store.api_keys.create("bench", ["search"]).key
+        store.engine.dispose()
+    return key
+
+
+def _queries(n: int) -> list[bytes]:
+    return [
+        json.dumps({"query": f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7 + 3) % len(WORDS)]}", "k": 5,
+                    "session": f"user-{i % 500}"}).encode()
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def _measure(server: UvicornServer, path: str, bodies: list[bytes], key: str) -> LoadStats:
+    assert server.proc is not None
+    headers = {"Authorization": f"Bearer {key}", "content-type": "application/json"}
+    return run_closed_loop(
+        server.url,
+        [Call(path, b, lambda _: headers) for b in bodies],
+        concurrency=CONCURRENCY,
+        warmup=WARMUP,
+        max_seconds=MAX_SECONDS,
+        server_pid=server.proc.pid,
+        client=CLIENT,
+    )
+
+
+def _logged(url: str) -> dict[str, Any]:
+    """What the query log holds: records, whether each has all its items, one (request, rank-1 chunk) per record."""
+    from sqlalchemy import create_engine, select
+
+    from runtime_ops.store import schema as t
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            records = conn.execute(select(t.query_records.c.request_id, t.query_records.c.n_results,
+                                          t.query_records.c["items"])).all()  # fmt: skip
+    finally:
+        engine.dispose()
+    return {
+        "records": len(records),
+        "whole": all(len(items) == n for _, n, items in records),
+        "firsts": [(rid, int(items[0]["chunk_id"])) for rid, _, items in records if items],
+    }
+
+
+@benchmark("query_log", "/api/search with the query log on vs off (p50, p99); feedback writes vs a bare INSERT")
+def query_log() -> list[BenchResult]:
+    from runtime_ops_tests.support.servers import PostgresServer
+
+    pg = PostgresServer()
+    home = tempfile.TemporaryDirectory(prefix="bench_runtime_ops_home_")
+    servers: list[UvicornServer] = []
+    try:
+        pg.start()
+        url = pg.create_database("bench_query_log")
+        env = {"RUNTIME_OPS_HOME": home.name, "RUNTIME_OPS_DATABASE_URL": url, "RUNTIME_OPS_LINK_SECRET": LINK_SECRET}
+        key = _prepare(env)
+        ours = UvicornServer("bench.ops_app:create_app", server_env(**env), name="logged")
+        base = UvicornServer("bench.ops_app:create_app_without_query_log", server_env(**env), name="unlogged")
+        bare = UvicornServer("bench.bare_app:create_app", server_env(BENCH_DATABASE_URL=url), name="bare")
+        for server in (ours, base, bare):
+            servers.append(server)
+            server.start()
+        bodies = _queries(WARMUP + MEASURED)
+        base_runs: list[LoadStats] = []
+        our_runs: list[LoadStats] = []
+        for _ in range(ROUNDS):
+            base_runs.append(_measure(base, "/api/search", bodies, key))
+            our_runs.append(_measure(ours, "/api/search", bodies, key))
+        ours.stop()  # writes what waits
+        logged = _logged(url)
+        ours.start()
+        feedback = [
+            json.dumps({"request_id": rid, "chunk_id": chunk, "signal": "click"}).encode()
+            for rid, chunk in logged["firsts"]
+        ]
+        fed = _measure(ours, "/api/feedback", feedback, key)
+        inserted = _measure(bare, "/insert", feedback, key)
+    finally:
+        for server in servers:
+            server.stop()
+        with contextlib.suppress(Exception):
+            pg.close()
+        home.cleanup()
+
+    mine, theirs = combine(our_runs), combine(base_runs)
+    answered = sum(WARMUP + r.ok for r in our_runs)
+    details = {
+        "concurrency": CONCURRENCY,
+        "rounds": ROUNDS,
+        "load_generator": CLIENT,
+        "ours": mine.summary(),
+        "baseline": theirs.summary(),
+        "p50_ratio_per_round": [
+            round(o.p(50) / b.p(50), 3) if b.p(50) else None for o, b in zip(our_runs, base_runs, strict=True)
+        ],
+        "query_log": {"answered": answered, "records": logged["records"], "every_record_whole": logged["whole"]},
+    }
+    return [
+        BenchResult("query_log.search_p50", mine.p(50), theirs.p(50), "ms", Target("ratio", "<=", P50_RATIO_TARGET),
+                    details),
+        BenchResult("query_log.search_p99", mine.p(99), theirs.p(99), "ms", Target("ratio", "<=", P99_RATIO_TARGET),
+                    {"throughput_req_s": {"ours": round(mine.throughput, 1), "baseline": round(theirs.throughput, 1)}}),
+        BenchResult("query_log.feedback_writes", fed.throughput, inserted.throughput, "req/s",
+                    Target("ratio", ">=", FEEDBACK_RATIO_TARGET),
+                    {"ours": fed.summary(), "baseline": inserted.summary(), "feedback_sent": len(feedback)}),
+    ]  # fmt: skip
