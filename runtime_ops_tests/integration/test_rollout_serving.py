@@ -96,6 +96,7 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
     with ApiServer(get_settings()) as api:
         # Interleave: both versions, each item with its team; the request id rebuilds the list.
         teams_seen: set[str] = set()
+        with_candidate: dict[str, Any] = {}
         for query in QUERIES:
             body = _search(api, headers, query)
             assert body["arm"] == "interleaved" and body["request_id"].startswith("q_")
@@ -109,7 +110,33 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             for r in body["results"]:
                 assert r["chunk_id"] in (production if r["team"] == "production" else candidate)
             teams_seen |= {r["team"] for r in body["results"]}
+            if any(r["team"] == "candidate" for r in body["results"]):
+                with_candidate = body
         assert teams_seen == {"production", "candidate"}
+        # The query log keeps the arm, both versions and each shown item's team; a click credits the item's team.
+        body = with_candidate
+        clicked = next(r for r in body["results"] if r["team"] == "candidate")
+        feedback = {"request_id": body["request_id"], "chunk_id": clicked["chunk_id"], "signal": "click"}
+        deadline = time.monotonic() + 30
+        while (
+            resp := httpx.post(f"{api.url}/api/feedback", json=feedback, headers=headers, timeout=30)
+        ).status_code == 409:
+            assert time.monotonic() < deadline, "the query log never wrote the request"
+            time.sleep(0.2)
+        assert resp.status_code == 201, resp.text
+        logged = store.query_log.get(body["request_id"])
+        assert logged is not None
+        assert (logged.record["arm"], logged.record["production_version"], logged.record["candidate_version"]) == (
+            "interleaved", 1, 2,
+        )  # fmt: skip
+        assert logged.record["rollout_id"] == rollout["id"]
+        assert [(i["chunk_id"], i["team"]) for i in logged.items] == [
+            (r["chunk_id"], r["team"]) for r in body["results"]
+        ]
+        reader = {"Authorization": f"Bearer {store.api_keys.create('rollout-read', ['read']).key}"}
+        metrics = httpx.get(f"{api.url}/metrics", headers=reader, timeout=30).text
+        credited = 'runtime_ops_feedback_total{arm="interleaved",model_version="2",pipeline="demo",signal="click"} 1.0'
+        assert credited in metrics, [line for line in metrics.splitlines() if "feedback_total" in line]
         resp = httpx.post(f"{api.url}/api/answer", json={"question": QUERIES[0]}, headers=headers, timeout=30)
         assert resp.status_code == 200, resp.text
         answer = resp.json()
