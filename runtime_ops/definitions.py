@@ -15,6 +15,7 @@ import dagster as dg
 
 from runtime_ops.automation import build_automation_sensor
 from runtime_ops.components.loading import BUILTIN_DEFS, load_pipelines
+from runtime_ops.observability.interrupts import quiet_unraisable_interrupts
 from runtime_ops.observability.logs import configure_logging
 from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
 from runtime_ops.recovery.orphans import build_recovery_sensor
@@ -64,6 +65,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     # Every process that loads the code location (run workers, the daemon's sensors, the code server) writes
     # runtime_ops.* Python logs through the same formatter and redaction as the run logs.
     configure_logging(fmt=settings.log_format)
+    quiet_unraisable_interrupts()  # a Ctrl-C of `make dev` inside a run worker's cleanup callback: one line
     default_for_unconfigured_runs()
     pipelines = load_pipelines(settings.pipelines_dir or BUILTIN_DEFS, settings)
     shared = dg.Definitions(

@@ -175,7 +175,9 @@ def test_restore_refuses_while_another_process_holds_the_store(env: Any, tmp_pat
     holder.execute("SELECT count(*) FROM audit_log").fetchone()  # a reader, as a run would be
     try:
         refused = _cli("db", "restore", str(backup))
-        assert refused.returncode == 2 and "is in use" in refused.stderr and "stop `runtime-ops dev`" in refused.stderr
+        assert (
+            refused.returncode == 2 and "is in use" in refused.stderr and "runtime-ops dev`, the API" in refused.stderr
+        )
     finally:
         holder.execute("ROLLBACK")
         holder.close()

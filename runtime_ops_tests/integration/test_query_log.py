@@ -347,7 +347,9 @@ def test_a_killed_api_leaves_every_record_whole_or_absent(
     assert len(records) >= 30
     assert all(len(r["items"]) == r["n_results"] == 4 for r in records)
     assert all([i["rank"] for i in r["items"]] == [1, 2, 3, 4] for r in records)
-    assert {r["request_id"] for r in records} <= set(answered)  # only what was answered
+    # Only what the clients asked: each of the 4 clients had at most one request in flight when the kill came
+    # (recorded by the server, its answer lost with it); every other record was answered.
+    assert len({r["request_id"] for r in records} - set(answered)) <= len(threads)
 
 
 def _answers(url: str) -> bool:
