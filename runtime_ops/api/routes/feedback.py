@@ -24,13 +24,19 @@ import math
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime_ops.api.auth import SearchKey
 from runtime_ops.api.deps import OpsContext, get_ops
-from runtime_ops.api.routes.search import QueryLogging, SearchMetrics
+from runtime_ops.api.routes.search import (
+    QueryLogging,
+    SearchMetrics,
+    get_metrics,
+    get_query_logging,
+    get_searchers,
+)
 from runtime_ops.api.searchers import Searchers
 from runtime_ops.online.request_ids import issued_at
 from runtime_ops.store.serving.query_log import LoggedRequest
@@ -57,21 +63,6 @@ class FeedbackRequest(BaseModel):
         allow_inf_nan=False,
         description="An optional graded value (a rating, a dwell time), stored as sent.",
     )
-
-
-async def _searchers(request: Request) -> Searchers:
-    searchers: Searchers = request.app.state.searchers
-    return searchers
-
-
-async def _metrics(request: Request) -> SearchMetrics:
-    metrics: SearchMetrics = request.app.state.search_metrics
-    return metrics
-
-
-async def _query_logging(request: Request) -> QueryLogging:
-    found: QueryLogging = request.app.state.query_logging
-    return found
 
 
 def _found(
@@ -125,9 +116,9 @@ def feedback(
     body: FeedbackRequest,
     caller: SearchKey,
     ops: Annotated[OpsContext, Depends(get_ops)],
-    searchers: Annotated[Searchers, Depends(_searchers)],
-    metrics: Annotated[SearchMetrics, Depends(_metrics)],
-    query_log: Annotated[QueryLogging, Depends(_query_logging)],
+    searchers: Annotated[Searchers, Depends(get_searchers)],
+    metrics: Annotated[SearchMetrics, Depends(get_metrics)],
+    query_log: Annotated[QueryLogging, Depends(get_query_logging)],
 ) -> Any:
     now = ops.now()
     specs = searchers.specs()

@@ -164,17 +164,17 @@ def install_search(app: FastAPI, ops: OpsContext, registry: CollectorRegistry) -
     app.state.query_logging = QueryLogging(ops, writer)
 
 
-async def _searchers(request: Request) -> Searchers:
+async def get_searchers(request: Request) -> Searchers:
     searchers: Searchers = request.app.state.searchers
     return searchers
 
 
-async def _metrics(request: Request) -> SearchMetrics:
+async def get_metrics(request: Request) -> SearchMetrics:
     metrics: SearchMetrics = request.app.state.search_metrics
     return metrics
 
 
-async def _query_logging(request: Request) -> QueryLogging:
+async def get_query_logging(request: Request) -> QueryLogging:
     found: QueryLogging = request.app.state.query_logging
     return found
 
@@ -192,9 +192,9 @@ def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, sessi
 def search(
     body: SearchRequest,
     caller: SearchKey,
-    searchers: Annotated[Searchers, Depends(_searchers)],
-    metrics: Annotated[SearchMetrics, Depends(_metrics)],
-    query_log: Annotated[QueryLogging, Depends(_query_logging)],
+    searchers: Annotated[Searchers, Depends(get_searchers)],
+    metrics: Annotated[SearchMetrics, Depends(get_metrics)],
+    query_log: Annotated[QueryLogging, Depends(get_query_logging)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     spec, routed = searchers.routed(body.pipeline)
@@ -219,9 +219,9 @@ def search(
 def answer(
     body: AnswerRequest,
     caller: SearchKey,
-    searchers: Annotated[Searchers, Depends(_searchers)],
-    metrics: Annotated[SearchMetrics, Depends(_metrics)],
-    query_log: Annotated[QueryLogging, Depends(_query_logging)],
+    searchers: Annotated[Searchers, Depends(get_searchers)],
+    metrics: Annotated[SearchMetrics, Depends(get_metrics)],
+    query_log: Annotated[QueryLogging, Depends(get_query_logging)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     spec, routed = searchers.routed(body.pipeline)
