@@ -28,9 +28,14 @@ def retry_wait(retry_number: int, max_delay_s: float) -> float:
     return capped_exponential(retry_number + 1, base_s=2.0, factor=2.0, max_delay_s=max_delay_s)
 
 
-# I/O-bound steps (object store, database) retry transient failures: waits of at most 2, 6, 14, 30 s. Work
-# already recorded in the state store is skipped on the retry, so a retry resumes rather than repeats.
-IO_RETRY = capped_retry_policy(delay_s=2.0, max_delay_s=30.0)
+def io_retry(delay_s: float = 2.0) -> dg.RetryPolicy:
+    """I/O-bound steps (object store, database) retry transient failures four times, waiting at most `delay_s`,
+    then 3x, 7x and 15x it (2, 6, 14, 30 s by default: RUNTIME_OPS_RETRY_DELAY). Work already recorded in the state
+    store is skipped on the retry, so a retry resumes rather than repeats."""
+    if delay_s <= 0:
+        raise ValueError(f"the retry delay must be positive, got {delay_s}")
+    return capped_retry_policy(delay_s=delay_s, max_delay_s=15 * delay_s)
+
 
 # Runs that pass through the approval gate are re-executed by Dagster's run retries only when the run itself died
 # (its worker was killed: run monitoring or `recovery.orphans` marks it failed), never after a step failed: a

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     statement_timeout: timedelta | None = Field(
         default=timedelta(seconds=60), **_env("RUNTIME_OPS_DB_STATEMENT_TIMEOUT")
     )
+    # The first wait before a failed I/O step runs again; each later wait doubles the step (2, 6, 14, 30 s by
+    # default), four retries in all. Tests that fail a step on purpose shorten it instead of sleeping.
+    retry_delay: timedelta = Field(default=timedelta(seconds=2), **_env("RUNTIME_OPS_RETRY_DELAY"))
     actor: str | None = Field(default=None, **_env("RUNTIME_OPS_ACTOR"))
 
     # Approval policy of new requests (a request keeps the policy it opened with).
@@ -200,6 +203,7 @@ class Settings(BaseSettings):
         "parse_timeout",
         "step_timeout",
         "statement_timeout",
+        "retry_delay",
         "header_timeout",
         "body_timeout",
         "feedback_window",

@@ -16,7 +16,7 @@ from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
-from runtime_ops.retries import GATED_RUN_TAGS, IO_RETRY, retry_wait
+from runtime_ops.retries import GATED_RUN_TAGS, io_retry, retry_wait
 from runtime_ops.saga.engine import CompensationFailed, SagaFailed
 from runtime_ops.serving.vector_store import pipeline_vectors
 
@@ -159,7 +159,7 @@ def build_alert_jobs(spec: PipelineSpec) -> list[dg.JobDefinition]:
 
     @dg.op(
         name=spec.qualified("reembed_embeddings"),
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         pool=spec.lifecycle_pool,
         description="Drop and recompute the production model's vectors of one landing batch (or everything), then "
         "rebuild the retrieval index and swap it in under the promotion lock (fenced).",

@@ -9,7 +9,7 @@ from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.landing import LandingResource
 from runtime_ops.resources.state_store import StateStoreResource
-from runtime_ops.retries import IO_RETRY
+from runtime_ops.retries import io_retry
 
 
 def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
@@ -22,7 +22,7 @@ def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "documents"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description="Landed objects of one batch, parsed to text (txt, md, html, json, jsonl, pdf). Unreadable, "
         "binary, empty or oversized files are quarantined with a reason; the rest of the batch goes on.",
     )
@@ -47,7 +47,7 @@ def build_document_assets(spec: PipelineSpec) -> list[dg.AssetsDefinition]:
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "documents"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description="Parsed documents of one batch split into overlapping chunks that fit the embedder's window "
         "(counted with its tokenizer), once per chunking profile in use (production's and a candidate's that cuts "
         "differently); a new version of a key replaces the old one atomically.",

@@ -24,7 +24,7 @@ from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_lines
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
-from runtime_ops.retries import IO_RETRY
+from runtime_ops.retries import io_retry
 from runtime_ops.serving.rollout_start import start_rollout
 from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
@@ -40,7 +40,7 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         group_name=spec.name,
         kinds={"scikitlearn" if spec.embedder.kind == "lsa" else "python"},
         tags={"domain": "models"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description=f"A candidate {spec.embedder.kind} embedding model: lsa is fitted on a bounded sample of the "
         "corpus, a pretrained model (openai endpoint, sentence-transformers) is registered by its identity; "
         "versioned by digest, so the same model twice is the same version.",
@@ -57,7 +57,7 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "models"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description="The evaluation question set: the reviewed golden set's questions that apply to the corpus, "
         "topped up with questions generated from the corpus (offline, deterministic) up to evaluation.min_questions; "
         "each records its provenance; versioned by digest, so every report names the set it scored.",
@@ -72,7 +72,7 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "models"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description="The candidate against the production model on the same held-out questions: recall@k, MRR, "
         "nDCG@k as numeric metadata (plotted over versions in the UI), the paired bootstrap interval of the "
         "difference, the questions whose results changed most, and the verdict.",
@@ -259,7 +259,7 @@ def build_regression(
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "models"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         automation_condition=dg.AutomationCondition.eager(),
         description="The production model re-evaluated on the golden set and the current corpus; compared with "
         "the metrics it was promoted with (check no_regression). Runs after every promotion and on "

@@ -294,6 +294,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         retention=RetentionSpec(keep_previous=attrs.retention.keep_previous, keep_recent=attrs.retention.keep_recent),
         backfill=BackfillSpec(shards=attrs.backfill.shards, pool=attrs.backfill.pool, cores=attrs.backfill.cores),
         timeouts=_timeouts(attrs, settings),
+        retry_delay_s=settings.retry_delay.total_seconds(),
         rollout=attrs.rollout.spec(),
         queries=attrs.queries.spec(),
         alert_rules=_relative(base_dir, attrs.alert_rules) or settings.resolved_alert_rules,

@@ -299,6 +299,8 @@ class PipelineSpec:
     retention: RetentionSpec = field(default_factory=RetentionSpec)
     backfill: BackfillSpec = field(default_factory=BackfillSpec)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
+    # The first wait before a failed I/O step is retried (RUNTIME_OPS_RETRY_DELAY); see retries.io_retry.
+    retry_delay_s: float = 2.0
     rollout: RolloutSpec = field(default_factory=RolloutSpec)
     queries: QueryLogSpec = field(default_factory=QueryLogSpec)
     retrain_cron: str | None = "0 3 * * *"

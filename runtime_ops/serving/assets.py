@@ -8,7 +8,7 @@ from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
-from runtime_ops.retries import IO_RETRY
+from runtime_ops.retries import io_retry
 from runtime_ops.serving.document_embeddings import embed_corpus
 from runtime_ops.serving.rag_answers import AnswersConfig, answer_questions
 from runtime_ops.serving.retrieval_index import index_corpus
@@ -27,7 +27,7 @@ def build_serving_assets(
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "serving"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         automation_condition=follow,
         description="The production model's vector index, kept in step with the corpus: the chunks of documents that "
         "became current are embedded (once per model version) and upserted, documents superseded or deleted are "
@@ -45,7 +45,7 @@ def build_serving_assets(
         group_name=spec.name,
         kinds={"vectors"},
         tags={"domain": "serving"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         automation_condition=follow,
         # Every run that can move the pipeline's aliases holds this pool (automation and UI runs carry no tags).
         pool=spec.lifecycle_pool,
@@ -67,7 +67,7 @@ def build_serving_assets(
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "serving"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         automation_condition=follow,
         description="Answers to questions from the retrieval index: extractive (best sentences of the top chunks) "
         "when the pipeline has no answers.endpoint (RUNTIME_OPS_MODEL_ENDPOINT).",

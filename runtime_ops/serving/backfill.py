@@ -16,7 +16,7 @@ from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
-from runtime_ops.retries import IO_RETRY
+from runtime_ops.retries import io_retry
 from runtime_ops.serving.vector_store import pipeline_vectors
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.embeddings import Shard
@@ -101,7 +101,7 @@ def build_shadow_embeddings(spec: PipelineSpec, embedding_model: dg.AssetsDefini
         group_name=spec.name,
         kinds={"python"},
         tags={"domain": "serving"},
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description=f"A model version's index filled as a backfill: each of the {spec.backfill.shards} partitions "
         "embeds the chunks whose id modulo the shard count is its number (only those without a vector: a killed run "
         "resumes) and upserts them into the version's index; the last one replays the change feed and marks the "

@@ -11,7 +11,7 @@ import dagster as dg
 from runtime_ops.observability.steps import observed
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.state_store import StateStoreResource
-from runtime_ops.retries import IO_RETRY
+from runtime_ops.retries import io_retry
 from runtime_ops.store.engine import utcnow
 
 RETENTION_CRON = "30 4 * * *"
@@ -20,7 +20,7 @@ RETENTION_CRON = "30 4 * * *"
 def build_query_log_retention(spec: PipelineSpec) -> tuple[dg.JobDefinition, dg.ScheduleDefinition]:
     @dg.op(
         name=spec.qualified("delete_old_queries"),
-        retry_policy=IO_RETRY,
+        retry_policy=io_retry(spec.retry_delay_s),
         description=f"Delete query records older than queries.retain ({spec.queries.retain}) with their shown items "
         "and feedback, in bounded batches.",
     )

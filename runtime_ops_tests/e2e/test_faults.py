@@ -108,7 +108,8 @@ def production_with_backlog(env, postgres_url, topology, tmp_path):  # type: ign
     code server and daemon (sensors stopped: only the test launches runs)."""
     landing = tmp_path / "landing"
     shutil.copytree(CORPUS_DIR, landing)
-    env(database_url=postgres_url, landing=str(landing))
+    # The production retry waits: a step's retries are what bridge a database restart.
+    env(database_url=postgres_url, landing=str(landing), RUNTIME_OPS_RETRY_DELAY="2s")
     topo = topology(RUNTIME_OPS_FAILPOINTS=SLOW_EMBEDDING)
     topo.start_code_server(wait=False)  # loads while the setup below runs in this process
 
@@ -207,6 +208,7 @@ def gated_env(env, postgres_url, tmp_path, **settings: str) -> Path:  # type: ig
         database_url=postgres_url,
         landing=str(landing),
         **NEEDS_A_HUMAN,
+        RUNTIME_OPS_RETRY_DELAY="2s",  # production's: the retries bridge the outages these tests inject
         **settings,
     )
     return landing

@@ -496,8 +496,9 @@ def runtime_ops_env(
     """Point runtime_ops at a test's own home, database and landing; undone by monkeypatch at teardown.
 
     Clears every other RUNTIME_OPS_*/SLACK_*/REDIS_URL/AWS_ENDPOINT_URL variable, sets RUNTIME_OPS_HOME to
-    tmp_path/home, RUNTIME_OPS_SENSOR_INTERVAL to 1s, RUNTIME_OPS_DATABASE_URL / RUNTIME_OPS_LANDING when
-    given, then `extra` (NAME=value; None deletes), and clears the cached settings. Returns the home directory.
+    tmp_path/home, RUNTIME_OPS_SENSOR_INTERVAL to 1s, RUNTIME_OPS_RETRY_DELAY to 0.1s, RUNTIME_OPS_DATABASE_URL /
+    RUNTIME_OPS_LANDING when given, then `extra` (NAME=value; None deletes), and clears the cached settings.
+    Returns the home directory.
     """
     for name in list(os.environ):
         if name.startswith(_CLEARED_PREFIXES) or name in _CLEARED_NAMES:
@@ -507,6 +508,9 @@ def runtime_ops_env(
     monkeypatch.setenv("RUNTIME_OPS_HOME", str(home))
     # Sensors of daemons the tests start tick as often as the daemon loops (5 s), not every 15-30 s.
     monkeypatch.setenv("RUNTIME_OPS_SENSOR_INTERVAL", "1s")
+    # A step failed on purpose is retried after at most 0.1, 0.3, 0.7, 1.5 s, not 2-30 s; a test of an outage
+    # that retries must bridge passes the production default (RUNTIME_OPS_RETRY_DELAY="2s").
+    monkeypatch.setenv("RUNTIME_OPS_RETRY_DELAY", "0.1s")
     if database_url is not None:
         monkeypatch.setenv("RUNTIME_OPS_DATABASE_URL", database_url)
     if landing is not None:
