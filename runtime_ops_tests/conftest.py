@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runtime_ops_tests.support import servers
+from runtime_ops_tests.support import schema_templates, servers
 from runtime_ops_tests.support.tier_report import TierReport
 
 
@@ -42,6 +42,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         longest[item.path] = max(longest.get(item.path, 0.0), _slow_seconds(item))
     items.sort(key=lambda item: -longest[item.path])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _schema_from_a_template() -> Iterator[None]:
+    """A fresh state store starts from the newest schema migrated once per process (support/schema_templates.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        schema_templates.install(patch)
+        yield
 
 
 def _session_server(factory):
