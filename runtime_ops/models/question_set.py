@@ -9,6 +9,7 @@ queries are stored the same way under their own alias, `production_queries`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.documents import Documents
 from runtime_ops.store.operations.effects import Effects
-from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.artifacts import ArtifactCollected, Artifacts
 from runtime_ops.store.registry.registry import Registry
 from runtime_ops.tags import PRODUCTION_ALIAS, PRODUCTION_QUERIES_ALIAS
 
@@ -230,11 +231,17 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
 
 
 def save_question_set(
-    registry: Registry, artifacts: Artifacts, qs: QuestionSet, run_id: str | None, *, alias: str = ALIAS
+    registry: Registry,
+    artifacts: Artifacts,
+    qs: QuestionSet,
+    run_id: str | None,
+    *,
+    alias: str = ALIAS,
+    kind: str = _KIND,
 ) -> QuestionSet:
     data = qs.to_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    artifact_id = artifacts.put_artifact(_KIND, data, digest)
+    artifact_id = artifacts.put_artifact(kind, data, digest)
     if registry.alias(alias) != artifact_id:
         registry.set_alias(alias, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
     qs.version, qs.artifact_id = digest, artifact_id
@@ -272,19 +279,33 @@ def build_production_queries(store: StateStore, spec: PipelineSpec) -> tuple[Que
 
 def save_production_queries(store: StateStore, qs: QuestionSet | None, run_id: str | None) -> QuestionSet | None:
     """Point `production_queries` at `qs`; with None, remove the alias, so a set that retention shrank below its
-    minimum, or a pipeline that stopped keeping text, is not scored from an older version."""
+    minimum, or a pipeline that stopped keeping text, is not scored from an older version.
+
+    The version it replaces is released (its row and digest stay, so old reports still name it; its text goes):
+    query text outlives the log's retention by at most one `golden_questions` run, not for as long as artifacts are
+    kept. Unless another pipeline's set is the same content (artifacts are shared by digest)."""
+    old = store.registry.alias(PRODUCTION_QUERIES_ALIAS)
     if qs is not None:
-        return save_question_set(store.registry, store.artifacts, qs, run_id, alias=PRODUCTION_QUERIES_ALIAS)
-    if store.registry.alias(PRODUCTION_QUERIES_ALIAS) is not None:
+        qs = save_question_set(
+            store.registry, store.artifacts, qs, run_id, alias=PRODUCTION_QUERIES_ALIAS, kind=PRODUCTION_QUERIES_ALIAS
+        )
+    elif old is not None:
         store.registry.remove_alias(
             PRODUCTION_QUERIES_ALIAS, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id
         )
-    return None
+    if old is not None and (qs is None or qs.artifact_id != old):
+        in_use = {row["target"] for row in store.scoped(None).registry.aliases(PRODUCTION_QUERIES_ALIAS)}
+        if old not in in_use:
+            store.artifacts.release([old])
+    return qs
 
 
 def current_production_queries(store: StateStore) -> QuestionSet | None:
     """The production queries `golden_questions` last stored (None: none in use)."""
-    artifact_id = store.registry.alias(PRODUCTION_QUERIES_ALIAS)
-    if artifact_id is None:
-        return None
-    return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
+    for _ in range(2):  # a version replaced (and released) between reading the alias and its text: read again
+        artifact_id = store.registry.alias(PRODUCTION_QUERIES_ALIAS)
+        if artifact_id is None:
+            return None
+        with contextlib.suppress(ArtifactCollected):
+            return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
+    return None

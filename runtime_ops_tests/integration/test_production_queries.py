@@ -23,6 +23,7 @@ from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
 from runtime_ops.models.production_queries import question_id
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
+from runtime_ops.store.registry.artifacts import ArtifactCollected
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_QUERIES_ALIAS
 from runtime_ops.vectors.factory import pipeline_vector_store
 from runtime_ops_tests.support.approvals_support import FakeClock
@@ -192,6 +193,10 @@ def test_positive_feedback_becomes_a_set_reported_beside_the_others(traffic: Tra
     _evaluate(traffic, "texts")
     after = current_production_queries(store)
     assert after is not None and after.version != version
+    # The replaced version's text is released with it; its digest stays on record for the reports that name it.
+    assert held.artifact_id is not None and store.artifacts.artifact_digest(held.artifact_id) == version
+    with pytest.raises(ArtifactCollected):
+        store.artifacts.get_artifact(held.artifact_id)
     assert {q.question.question for q in after.questions} == {"csv dialect sniffing", "sqlite cursor commits"}
     assert [q.question.relevant for q in after.questions if q.question.question == "csv dialect sniffing"] == [
         tuple(sorted({k for _, k in late["csv   dialect sniffing"]}))
@@ -200,6 +205,9 @@ def test_positive_feedback_becomes_a_set_reported_beside_the_others(traffic: Tra
     store.query_log.delete_before(traffic.clock.now() + timedelta(minutes=1))
     run = _evaluate(traffic, "texts")
     assert store.registry.alias(PRODUCTION_QUERIES_ALIAS) is None
+    assert after.artifact_id is not None
+    with pytest.raises(ArtifactCollected):
+        store.artifacts.get_artifact(after.artifact_id)
     assert _metadata(run, "texts", "golden_questions")["production_queries"] == "none"
     last = store.evaluations.latest_eval_report()
     assert last is not None and last["verdict"]["production_queries"] is None
