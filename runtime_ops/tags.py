@@ -47,9 +47,11 @@ ROLLBACK_APPROVAL_TAG = "runtime_ops/rollback_approval_id"
 
 # --- Registry alias names ------------------------------------------------------------------------------------
 # A pipeline's registry aliases (store/registry/registry.py): which model version serves, which one was trained last,
-# which vector index answers queries, the question set evaluations use, and the canary a gate may set.
+# which vector index answers queries, the question set evaluations use (and the set of production queries reported
+# beside it), and the canary a gate may set.
 PRODUCTION_ALIAS = "production"
 CANDIDATE_ALIAS = "candidate"
 SERVING_INDEX_ALIAS = "retrieval_index"
 QUESTION_SET_ALIAS = "question_set"
+PRODUCTION_QUERIES_ALIAS = "production_queries"
 CANARY_ALIAS = "canary"

@@ -60,7 +60,8 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
         retry_policy=io_retry(spec.retry_delay_s),
         description="The evaluation question set: the reviewed golden set's questions that apply to the corpus, "
         "topped up with questions generated from the corpus (offline, deterministic) up to evaluation.min_questions; "
-        "each records its provenance; versioned by digest, so every report names the set it scored.",
+        "each records its provenance; versioned by digest, so every report names the set it scored. Beside it, under "
+        "queries: {log: text}, the production queries: logged queries with a click or helpful, reported, never gating.",
     )
     @observed
     def golden_questions(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:

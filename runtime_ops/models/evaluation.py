@@ -1,10 +1,12 @@
 """The evaluation steps of a pipeline's `golden_questions` and `evaluation_report` assets: the question set, and the
 candidate scored against production on it, judged by the gate's rule (`policies/gate_rule.py`) and recorded as the
-evaluation report (metrics: `models/metrics.py`; the comparison table: `models/report_markdown.py`)."""
+evaluation report (metrics: `models/metrics.py`; the comparison table: `models/report_markdown.py`). The production
+queries (`models/production_queries.py`) are scored in the same pass and reported beside it, never gating."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -13,7 +15,16 @@ from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
 from runtime_ops.models.history import EvaluatedVersion, history_markdown, set_label
-from runtime_ops.models.question_set import ALIAS, build_question_set, current_question_set, save_question_set
+from runtime_ops.models.production_queries import SET_NAME
+from runtime_ops.models.question_set import (
+    ALIAS,
+    build_production_queries,
+    build_question_set,
+    current_production_queries,
+    current_question_set,
+    save_production_queries,
+    save_question_set,
+)
 from runtime_ops.models.report_markdown import comparison_markdown
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.changed_questions import changed_questions
@@ -37,7 +48,9 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
             allow_retries=False,
         )
     qs = save_question_set(store.registry, store.artifacts, qs, context.run_id)
-    for note in qs.notes:
+    production, production_note = build_production_queries(store, spec)
+    production = save_production_queries(store, production, context.run_id)
+    for note in [*qs.notes, production_note]:
         context.log.info(note)
     mix = qs.mix
     return dg.MaterializeResult(
@@ -47,7 +60,8 @@ def question_set(context: dg.AssetExecutionContext, store: StateStore, spec: Pip
             "gating_questions": dg.MetadataValue.int(len(qs.gating)),
             "all_questions": dg.MetadataValue.int(len(qs.questions)),
             **{f"provenance/{method}": dg.MetadataValue.int(n) for method, n in mix.items()},
-            "notes": dg.MetadataValue.md("\n".join(f"- {n}" for n in qs.notes)),
+            "production_queries": set_label(production.version, len(production.questions)) if production else "none",
+            "notes": dg.MetadataValue.md("\n".join(f"- {n}" for n in [*qs.notes, production_note])),
             "sample": dg.MetadataValue.md(
                 "| id | question | relevant | method |\n|---|---|---|---|\n"
                 + "\n".join(
@@ -86,25 +100,42 @@ def evaluate_candidate(
     assert candidate is not None
     qs = current_question_set(store, spec, context.run_id)
     questions = qs.gating
+    production_qs = current_production_queries(store)
+    beside = [q.question for q in production_qs.questions] if production_qs is not None else []
     started = time.monotonic()
     try:
+        # One pass over the corpus scores both sets; each is then read apart.
         cand_embedder = load_embedder(store.registry, store.artifacts, candidate_version, spec.embedder)
-        cand = score_candidate(store, candidate_version, cand_embedder, questions)
-        prod = None
+        cand_all = score_candidate(store, candidate_version, cand_embedder, questions + beside)
+        prod_all = None
         if production_version is not None:
             # Production is scored on the same set from the vectors stored for serving: a changed set re-scores it.
-            prod = score_stored(
+            prod_all = score_stored(
                 store,
                 production_version,
                 load_embedder(store.registry, store.artifacts, production_version, spec.embedder),
-                questions,
+                questions + beside,
             )
+        cand = cand_all.subset(questions)
+        if cand is None:
+            raise ValueError(f"none of the {len(questions)} gating questions has a relevant document in the corpus")
+        prod = prod_all.subset(questions) if prod_all is not None else None
     except ValueError as exc:
         raise dg.Failure(
             f"{exc}: the question set {qs.version[:12]} no longer fits the corpus; rematerialize golden_questions",
             allow_retries=False,
         ) from None
     eval_s = time.monotonic() - started
+    cand_beside = cand_all.subset(beside)
+    prod_beside = prod_all.subset(beside) if prod_all is not None else None
+    production_queries: dict[str, Any] | None = None
+    if production_qs is not None and cand_beside is not None:
+        production_queries = {
+            "version": production_qs.version,
+            "questions": len(cand_beside.questions),
+            "candidate_metrics": cand_beside.means,
+            "production_metrics": prod_beside.means if prod_beside is not None else None,
+        }
     cand_metrics = cand.means
     prod_metrics = prod.means if prod is not None else None
     # Per-question values of both models on the same questions: judge decides on their paired bootstrap interval.
@@ -150,8 +181,11 @@ def evaluate_candidate(
         prod_metrics,
         candidate_label=f"candidate v{candidate_version}",
         production_label=f"production v{production_version}" if production_version else "production (none)",
+        beside={SET_NAME: (production_queries["candidate_metrics"], production_queries["production_metrics"])}
+        if production_queries
+        else None,
     )
-    markdown += _evidence_markdown(qs.version, qs.mix, verdict.reason, interval_dict, changed)
+    markdown += _evidence_markdown(qs.version, qs.mix, verdict.reason, interval_dict, changed, production_queries)
     verdict_dict = {
         "meets_policy": verdict.meets_policy,
         "auto_approve": verdict.auto_approve,
@@ -163,6 +197,8 @@ def evaluate_candidate(
         "changed_questions": changed,
         "question_set": qs.version,
         "provenance": qs.mix,
+        # Reported, never gating: outside the report digest, so a candidate's approval does not depend on traffic.
+        "production_queries": production_queries,
     }
     row = store.evaluations.record_eval_report(
         candidate_version=candidate_version,
@@ -182,6 +218,9 @@ def evaluate_candidate(
         metadata.update(quality_metadata(prod_metrics, "production/"))
     if verdict.delta is not None:
         metadata[f"delta/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(verdict.delta), 4))
+    if production_queries is not None:
+        metadata.update(quality_metadata(production_queries["candidate_metrics"], "production_queries/"))
+        metadata["production_queries"] = set_label(production_queries["version"], production_queries["questions"])
     if interval_dict is not None:
         metadata[f"ci_low/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(interval_dict["low"]), 4))
         metadata[f"ci_high/{gate.primary_metric}"] = dg.MetadataValue.float(round(float(interval_dict["high"]), 4))
@@ -239,10 +278,22 @@ def usage_metadata(embedder: object) -> dict[str, dg.MetadataValue]:
 
 
 def _evidence_markdown(
-    version: str, mix: dict[str, int], reason: str, interval: dict[str, Any] | None, changed: list[dict[str, Any]]
+    version: str,
+    mix: dict[str, int],
+    reason: str,
+    interval: dict[str, Any] | None,
+    changed: list[dict[str, Any]],
+    production_queries: dict[str, Any] | None,
 ) -> str:
     provenance = ", ".join(f"{n} {method}" for method, n in mix.items())
-    lines = ["", f"Question set `{version[:12]}`: {provenance}.", "", f"Verdict: {escape_text(reason)}."]
+    lines = ["", f"Question set `{version[:12]}`: {provenance}."]
+    if production_queries is not None:
+        label = set_label(production_queries["version"], production_queries["questions"])
+        lines.append(
+            f"{SET_NAME.capitalize()} `{label}`: logged queries with positive feedback, in rows of their "
+            "own above; reported, not gating."
+        )
+    lines.extend(["", f"Verdict: {escape_text(reason)}."])
     if interval:
         lines.append(f"Candidate minus production: {interval_text(interval)}.")
     if changed:
@@ -253,8 +304,30 @@ def _evidence_markdown(
 
 
 def _history(evaluations: Evaluations, report: dict[str, Any]) -> str:
-    """The history table around `report`: its candidate and its production model on the report's own question
-    set (production re-scored on it, as the gate compared them); other versions on the set of their own report."""
+    """The history tables around `report`: on the gating set, then on the production queries where any report
+    scored them. Its candidate and its production model on the report's own set (production re-scored on it, as the
+    gate compared them); other versions on the set of their own report."""
+
+    def gating(r: dict[str, Any]) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+        return str(r["verdict"].get("question_set") or ""), r["candidate_metrics"], r.get("production_metrics")
+
+    def beside(r: dict[str, Any]) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+        pq = r["verdict"].get("production_queries") or {}
+        return str(pq.get("version") or ""), pq.get("candidate_metrics"), pq.get("production_metrics")
+
+    past = [{**row, "verdict": row["verdict"] or {}} for row in evaluations.eval_history()]
+    text = _history_table(past, report, gating)
+    if any(beside(r)[1] for r in [*past, report]):
+        text += f"\n\nOn the {SET_NAME} (reported, not gating):\n\n" + _history_table(past, report, beside)
+    return text
+
+
+def _history_table(
+    past: list[dict[str, Any]],
+    report: dict[str, Any],
+    scored_on: Callable[[dict[str, Any]], tuple[str, dict[str, Any] | None, dict[str, Any] | None]],
+) -> str:
+    """`scored_on(report)`: the set a report scored and the candidate's and production's metrics on it."""
 
     def verdict_text(v: dict) -> str:
         if v.get("auto_approve"):
@@ -266,35 +339,36 @@ def _history(evaluations: Evaluations, report: dict[str, Any]) -> str:
         return int(n) if n is not None else None
 
     candidate_version, production_version = report["candidate_version"], report["production_version"]
-    current_set = report["question_set"]
     rows: dict[int, EvaluatedVersion] = {}
-    for row in evaluations.eval_history():
-        verdict = row["verdict"] or {}
-        rows[row["candidate_version"]] = EvaluatedVersion(
-            version=row["candidate_version"],
-            metrics=row["candidate_metrics"],
-            verdict=verdict_text(verdict),
-            production=row["candidate_version"] == production_version,
-            question_set=str(verdict.get("question_set") or ""),
-            questions=count(row["candidate_metrics"]),
+    for row in past:
+        question_set, metrics, _ = scored_on(row)
+        if metrics:
+            rows[row["candidate_version"]] = EvaluatedVersion(
+                version=row["candidate_version"],
+                metrics=metrics,
+                verdict=verdict_text(row["verdict"]),
+                production=row["candidate_version"] == production_version,
+                question_set=question_set,
+                questions=count(metrics),
+            )
+    current_set, current_metrics, production_metrics = scored_on(report)
+    if current_metrics:
+        rows[candidate_version] = EvaluatedVersion(
+            candidate_version,
+            current_metrics,
+            verdict_text(report["verdict"]),
+            production=candidate_version == production_version,
+            question_set=current_set,
+            questions=count(current_metrics),
         )
-    current_metrics = report["candidate_metrics"]
-    rows[candidate_version] = EvaluatedVersion(
-        candidate_version,
-        current_metrics,
-        verdict_text(report["verdict"]),
-        production=candidate_version == production_version,
-        question_set=current_set,
-        questions=count(current_metrics),
-    )
-    if production_version is not None and production_version != candidate_version and report["production_metrics"]:
+    if production_version is not None and production_version != candidate_version and production_metrics:
         own = rows.get(production_version)
         rows[production_version] = EvaluatedVersion(
             production_version,
-            report["production_metrics"],
+            production_metrics,
             f"production, re-scored on this set{f'; was {own.verdict}' if own else ''}",
             production=True,
             question_set=current_set,
-            questions=count(report["production_metrics"]),
+            questions=count(production_metrics),
         )
     return history_markdown(list(rows.values()), highlight=candidate_version)

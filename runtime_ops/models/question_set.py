@@ -1,12 +1,15 @@
-"""The evaluation question set of a pipeline: reviewed questions, topped up with ones generated from the corpus.
+"""The evaluation question sets of a pipeline: reviewed questions, topped up with ones generated from the corpus; and
+beside them the production queries (logged queries with positive feedback, `models/production_queries.py`).
 
 Glue over the store (no Dagster): the set is built in one streaming pass over the current chunks, stored as a
 content-addressed JSONL artifact (its sha256 is the set's version) and pointed at by the `question_set` alias,
-so every evaluation report names the exact set it scored and a changed set is a new version.
+so every evaluation report names the exact set it scored and a changed set is a new version. The production
+queries are stored the same way under their own alias, `production_queries`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterator
@@ -16,15 +19,16 @@ from pathlib import Path
 from runtime_ops.documents.chunk_profiles import declared, ensure_chunks
 from runtime_ops.http import EndpointError
 from runtime_ops.models.golden import GoldenQuestion, evaluable, load_golden_set
+from runtime_ops.models.production_queries import METHOD, Judgement, production_questions
 from runtime_ops.models.questions import GeneratedQuestion, generate_questions, split_holdout
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.serving.endpoint import ChatEndpoint
 from runtime_ops.store import StateStore
 from runtime_ops.store.corpus.documents import Documents
 from runtime_ops.store.operations.effects import Effects
-from runtime_ops.store.registry.artifacts import Artifacts
+from runtime_ops.store.registry.artifacts import ArtifactCollected, Artifacts
 from runtime_ops.store.registry.registry import Registry
-from runtime_ops.tags import PRODUCTION_ALIAS
+from runtime_ops.tags import PRODUCTION_ALIAS, PRODUCTION_QUERIES_ALIAS
 
 ALIAS = "question_set"
 _KIND = "question_set"
@@ -97,6 +101,14 @@ def question_profile(store: StateStore, spec: PipelineSpec) -> int:
     profile = store.profiles.of_model(production) if production is not None else declared(store.profiles, spec)[0]
     ensure_chunks(store.documents, store.profiles, profile)
     return profile
+
+
+def corpus_keys(documents: Documents, profile: int) -> set[str]:
+    """The keys of the documents whose current chunks (of `profile`) evaluation can find."""
+    keys: set[str] = set()
+    for page in documents.iter_current_chunks(profile=profile):
+        keys.update(key for _, key, _ in page)
+    return keys
 
 
 def _chunks(documents: Documents, profile: int) -> Iterator[tuple[int, str, str]]:
@@ -189,9 +201,7 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
     until `evaluation.min_questions` gate. Deterministic for a corpus, golden set and seed."""
     ev = spec.evaluation
     profile = question_profile(store, spec)
-    keys: set[str] = set()
-    for page in store.documents.iter_current_chunks(profile=profile):
-        keys.update(key for _, key, _ in page)
+    keys = corpus_keys(store.documents, profile)
     notes: list[str] = []
     reviewed = _reviewed(spec, keys, notes)
     out = [SetQuestion(q, {"method": "reviewed"}, True) for q in reviewed]
@@ -220,12 +230,20 @@ def build_question_set(store: StateStore, spec: PipelineSpec, run_id: str | None
     return qs
 
 
-def save_question_set(registry: Registry, artifacts: Artifacts, qs: QuestionSet, run_id: str | None) -> QuestionSet:
+def save_question_set(
+    registry: Registry,
+    artifacts: Artifacts,
+    qs: QuestionSet,
+    run_id: str | None,
+    *,
+    alias: str = ALIAS,
+    kind: str = _KIND,
+) -> QuestionSet:
     data = qs.to_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    artifact_id = artifacts.put_artifact(_KIND, data, digest)
-    if registry.alias(ALIAS) != artifact_id:
-        registry.set_alias(ALIAS, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
+    artifact_id = artifacts.put_artifact(kind, data, digest)
+    if registry.alias(alias) != artifact_id:
+        registry.set_alias(alias, artifact_id, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id)
     qs.version, qs.artifact_id = digest, artifact_id
     return qs
 
@@ -236,3 +254,58 @@ def current_question_set(store: StateStore, spec: PipelineSpec, run_id: str | No
     if artifact_id is not None:
         return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
     return save_question_set(store.registry, store.artifacts, build_question_set(store, spec, run_id), run_id)
+
+
+def build_production_queries(store: StateStore, spec: PipelineSpec) -> tuple[QuestionSet | None, str]:
+    """The production queries of the pipeline's query log as a set (never gating), or None when there are none to
+    use; and a note saying which. Only `queries: {log: text}` keeps text to evaluate: under `hash` or `off` there is
+    no set, whatever the log holds. Relevant documents are narrowed to the corpus, as the reviewed set's are."""
+    if not spec.queries.keeps_text:
+        return None, (
+            f"production queries: none, queries.log is {spec.queries.log!r}: no query text is kept to evaluate "
+            "(declare queries: {log: text} to collect them)"
+        )
+    judgements = (Judgement(*row) for row in store.query_log.feedback_with_text())
+    found = production_questions(judgements)
+    questions = evaluable(found, corpus_keys(store.documents, question_profile(store, spec)))
+    needed = spec.evaluation.min_production_queries
+    counted = f"{len(questions)} logged query(ies) with positive feedback on documents in the corpus"
+    if len(questions) < needed:
+        return None, f"production queries: {counted}, fewer than evaluation.min_production_queries ({needed}): not used"
+    qs = QuestionSet([SetQuestion(q, {"method": METHOD}, False) for q in questions])
+    qs.version = hashlib.sha256(qs.to_bytes()).hexdigest()
+    return qs, f"production queries: {counted}, reported beside the gating set (not gating)"
+
+
+def save_production_queries(store: StateStore, qs: QuestionSet | None, run_id: str | None) -> QuestionSet | None:
+    """Point `production_queries` at `qs`; with None, remove the alias, so a set that retention shrank below its
+    minimum, or a pipeline that stopped keeping text, is not scored from an older version.
+
+    The version it replaces is released (its row and digest stay, so old reports still name it; its text goes):
+    query text outlives the log's retention by at most one `golden_questions` run, not for as long as artifacts are
+    kept. Unless another pipeline's set is the same content (artifacts are shared by digest)."""
+    old = store.registry.alias(PRODUCTION_QUERIES_ALIAS)
+    if qs is not None:
+        qs = save_question_set(
+            store.registry, store.artifacts, qs, run_id, alias=PRODUCTION_QUERIES_ALIAS, kind=PRODUCTION_QUERIES_ALIAS
+        )
+    elif old is not None:
+        store.registry.remove_alias(
+            PRODUCTION_QUERIES_ALIAS, actor=f"run:{run_id}" if run_id else "runtime_ops", run_id=run_id
+        )
+    if old is not None and (qs is None or qs.artifact_id != old):
+        in_use = {row["target"] for row in store.scoped(None).registry.aliases(PRODUCTION_QUERIES_ALIAS)}
+        if old not in in_use:
+            store.artifacts.release([old])
+    return qs
+
+
+def current_production_queries(store: StateStore) -> QuestionSet | None:
+    """The production queries `golden_questions` last stored (None: none in use)."""
+    for _ in range(2):  # a version replaced (and released) between reading the alias and its text: read again
+        artifact_id = store.registry.alias(PRODUCTION_QUERIES_ALIAS)
+        if artifact_id is None:
+            return None
+        with contextlib.suppress(ArtifactCollected):
+            return QuestionSet.from_bytes(store.artifacts.get_artifact(artifact_id), artifact_id)
+    return None

@@ -10,7 +10,7 @@ and not stored, so a rejected candidate leaves nothing behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +40,17 @@ class Scored:
         out = {name: float(values.mean()) for name, values in self.per_question.items()}
         out["questions"] = float(len(self.questions))
         return out
+
+    def subset(self, questions: Collection[GoldenQuestion]) -> Scored | None:
+        """The scores of those of `questions` that were scored (None: none was): sets scored in one pass over the
+        corpus are reported apart (each question's scores depend on that question alone)."""
+        wanted = questions if isinstance(questions, set | frozenset) else set(questions)
+        keep = [i for i, q in enumerate(self.questions) if q in wanted]
+        if not keep:
+            return None
+        per_question = {name: values[keep] for name, values in self.per_question.items()}
+        questions_kept, ranked = [self.questions[i] for i in keep], [self.ranked[i] for i in keep]
+        return Scored(questions_kept, ranked, per_question, self.chunks, self.stored)
 
 
 def _candidate_pages(

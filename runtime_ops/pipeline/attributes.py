@@ -96,6 +96,14 @@ class EvaluationAttributes(dg.Resolvable, dg.Model):
         description="Have the chat model of answers.endpoint write the generated questions in its own words (each "
         "cached per chunk digest and retried; a chunk whose call fails keeps its offline question).",
     )
+    min_production_queries: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description="Logged queries with a click or a `helpful` (only under `queries: {log: text}`) form the "
+        '"production queries" set, scored and reported beside the gating set but never gating; with fewer '
+        "questions than this it is not used.",
+    )
 
 
 class AnswersAttributes(dg.Resolvable, dg.Model):

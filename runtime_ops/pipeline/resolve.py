@@ -278,6 +278,7 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
             holdout_fraction=attrs.evaluation.holdout_fraction,
             seed=attrs.evaluation.seed,
             endpoint_questions=attrs.evaluation.endpoint_questions,
+            min_production_queries=attrs.evaluation.min_production_queries,
         ),
         approvals=approval,
         answers=AnswersSpec(

@@ -122,6 +122,9 @@ class EvaluationSpec:
     seed: int = 0
     # Have the answers endpoint's chat model write the generated questions (cached per chunk digest).
     endpoint_questions: bool = False
+    # Logged queries with positive feedback (`queries: {log: text}` only) form the "production queries" set, reported
+    # beside the gating set (never gating); below this many questions it is not used.
+    min_production_queries: int = 20
 
 
 @dataclass(frozen=True)

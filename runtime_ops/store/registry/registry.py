@@ -14,13 +14,13 @@ from sqlalchemy.exc import IntegrityError
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import utcnow
 from runtime_ops.store.scope import Repository, row_dict
-from runtime_ops.tags import PRODUCTION_ALIAS, QUESTION_SET_ALIAS, SERVING_INDEX_ALIAS
+from runtime_ops.tags import PRODUCTION_ALIAS, PRODUCTION_QUERIES_ALIAS, QUESTION_SET_ALIAS, SERVING_INDEX_ALIAS
 
 _M, _AL, _H = t.model_versions, t.aliases, t.alias_history
 # Aliases whose target is a retrieval index id; every other alias points at a model version.
 INDEX_ALIASES = frozenset({SERVING_INDEX_ALIAS})
-# Aliases that point at an artifact id (e.g. the current evaluation question set).
-ARTIFACT_ALIASES = frozenset({QUESTION_SET_ALIAS})
+# Aliases that point at an artifact id (the current evaluation question set, the set of production queries).
+ARTIFACT_ALIASES = frozenset({QUESTION_SET_ALIAS, PRODUCTION_QUERIES_ALIAS})
 # Aliases only the holder of the pipeline's promotion lock writes: every write carries the lease's fencing token.
 FENCED_ALIASES = frozenset({PRODUCTION_ALIAS, SERVING_INDEX_ALIAS})
 

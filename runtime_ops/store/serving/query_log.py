@@ -8,12 +8,12 @@ another pipeline's records and reads only its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import Select, delete, func, insert, select
 
 from runtime_ops.online.query_records import QueryRecord
 from runtime_ops.store import schema as t
@@ -104,6 +104,27 @@ class QueryLog(Repository):
         with self.tx() as conn:
             q = select(_F).join(_Q, _Q.c.request_id == _F.c.request_id).where(_F.c.request_id == request_id)
             return [dict(r._mapping) for r in conn.execute(q.where(self.owned(_Q)).order_by(_F.c.id))]
+
+    def feedback_with_text(self, *, page: int = 1000) -> Iterator[tuple[str, str, int, str, str]]:
+        """Every piece of feedback on a request whose query text was kept, `page` rows per short transaction:
+        (request id, query text, chunk id, the shown item's document key, signal). Only `queries: {log: text}` keeps
+        text, and retention deletes a record with its feedback, so nothing it deleted is read back."""
+
+        def after(last: int) -> Select[Any]:
+            return (
+                select(_F.c.id, _Q.c.request_id, _Q.c.query_text, _Q.c["items"], _F.c.chunk_id, _F.c.signal)
+                .join(_Q, _F.c.request_id == _Q.c.request_id)
+                .where(self.owned(_Q), _Q.c.query_text.is_not(None), _F.c.id > last)
+                .order_by(_F.c.id)
+                .limit(page)
+            )
+
+        for rows in self.pages(after):
+            for row in rows:
+                # Feedback is accepted only on a shown item (422 otherwise), so its item is in the list.
+                key = next((i["document_key"] for i in row._mapping["items"] if i["chunk_id"] == row.chunk_id), None)
+                if key is not None:
+                    yield row.request_id, row.query_text, int(row.chunk_id), key, row.signal
 
     def counts(self) -> dict[str, int]:
         """Rows in this scope: records, feedback."""
