@@ -6,6 +6,7 @@ and is imported on the first S3 call. The listing holds at most two S3 pages; a 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,30 @@ from runtime_ops.landing.base import (
 from runtime_ops.observability.tracing import instrument_boto3_client
 
 S3_MAX_KEYS = 1000
+
+# One client per endpoint, region and credentials for the life of the process: a sensor tick builds its landing
+# source afresh, a boto3 client costs ~100 ms of CPU to build (service model, pydantic resource), and boto3 clients
+# are thread-safe. The credentials enter the key only as a digest.
+_CLIENTS: dict[tuple[str | None, str | None, str], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _shared_client(endpoint_url: str | None) -> Any:
+    env = os.environ
+    who = "\0".join(env.get(name, "") for name in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_SESSION_TOKEN"))
+    key = (
+        endpoint_url,
+        env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+        hashlib.sha256(who.encode()).hexdigest(),
+    )
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            from dagster_aws.s3 import S3Resource  # ~3.5 s: only when S3 is actually used
+
+            # A CLIENT span per S3 call (botocore event hooks), with the bucket, URL and status.
+            client = _CLIENTS[key] = instrument_boto3_client(S3Resource(endpoint_url=endpoint_url).get_client())
+        return client
 
 
 def _parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -53,7 +78,8 @@ def _http_status(exc: Exception) -> int:
 class S3LandingSource:
     """An S3 bucket (and optional prefix) through dagster-aws's ``S3Resource``.
 
-    The client is built on first use, so constructing the source costs no boto3 import.
+    The client is built on first use (and shared per endpoint, region and credentials), so constructing the source
+    costs no boto3 import.
     """
 
     def __init__(self, uri: str, *, endpoint_url: str | None = None, client: Any | None = None) -> None:
@@ -73,10 +99,7 @@ class S3LandingSource:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    from dagster_aws.s3 import S3Resource  # ~3.5 s: only when S3 is actually used
-
-                    # A CLIENT span per S3 call (botocore event hooks), with the bucket, URL and status.
-                    self._client = instrument_boto3_client(S3Resource(endpoint_url=self.endpoint_url).get_client())
+                    self._client = _shared_client(self.endpoint_url)
         return self._client
 
     def _missing_bucket(self, exc: Exception) -> LandingBucketMissing:
