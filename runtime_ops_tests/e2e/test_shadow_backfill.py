@@ -2,7 +2,7 @@
 code server, the webserver's GraphQL, Dagster storage on PostgreSQL) with the state store and the vector store on
 PostgreSQL + pgvector.
 
-The backfill of shadow_embeddings' 8 partitions is launched as the UI launches one (GraphQL
+The backfill of shadow_embeddings' 4 partitions (`backfill: {shards: 4}` in the test's defs.yaml) is launched as the UI launches one (GraphQL
 `launchPartitionBackfill`); the instance's pool limit of 2 at run granularity lets two partition runs embed at a
 time. One run's worker is SIGKILLed after it has committed part of its shard: Dagster's run retry resumes it and
 embeds only the rest. While a shard is missing the candidate's index is refused (a promotion would be too); once
@@ -31,11 +31,12 @@ from runtime_ops.store import open_store
 from runtime_ops.store.corpus.embeddings import Shard
 from runtime_ops.vectors.factory import open_vector_store
 from runtime_ops_tests.support.fencing import set_fenced
+from runtime_ops_tests.support.own_corpus import declare_pipeline
 from runtime_ops_tests.support.topology import process_tree, wait_for
 
-pytestmark = pytest.mark.slow(seconds=139)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+pytestmark = pytest.mark.slow(seconds=90)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
-SHARDS = 8
+SHARDS = 4  # the demo pipeline declares 8; four keep two runs side by side and a queue behind them
 CHUNKS = SHARDS * 2600  # three pages of EMBED_BATCH per shard
 # The models are trained on a sample of the corpus, as `embedder.train_sample` bounds it: this test is about the
 # backfill, not the models' quality, and the whole corpus would take most of its time to train on (twice).
@@ -75,7 +76,9 @@ def _overlap(records: list[Any]) -> int:
 def test_a_backfill_embeds_a_new_model_two_runs_at_a_time_resumes_a_killed_partition_and_completes_the_index(
     env: Any, pgvector_url: str, topology: Any, tmp_path: Path
 ) -> None:
-    env(database_url=pgvector_url, RUNTIME_OPS_VECTOR_STORE=pgvector_url)
+    pipelines = tmp_path / "pipelines"
+    declare_pipeline(pipelines, "demo", tmp_path / "landing", f"  backfill: {{shards: {SHARDS}}}\n")
+    env(database_url=pgvector_url, RUNTIME_OPS_VECTOR_STORE=pgvector_url, RUNTIME_OPS_PIPELINES_DIR=str(pipelines))
     seed_corpus(pgvector_url, CHUNKS)
     production = make_production(pgvector_url, seed=1, embed=False, train_sample=TRAIN_SAMPLE)["production_version"]
     candidate = make_production(pgvector_url, seed=2, embed=False, train_sample=TRAIN_SAMPLE)["production_version"]
