@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ import httpx
 import psutil
 import pytest
 
-from runtime_ops_tests.support.dev_process import Dev, session_processes
+from runtime_ops_tests.support.dev_process import session_processes
 from runtime_ops_tests.support.topology import wait_for
 
-pytestmark = pytest.mark.slow(seconds=50)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+pytestmark = pytest.mark.slow(seconds=40)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
 # What a newcomer would have to learn to ignore: a Python warning (`BetaWarning: ...`, `SupersessionWarning: ...`
 # or its `warnings.warn(` source line), Dagster's notice that a dagster.yaml in the working directory is not
@@ -39,37 +38,6 @@ def _answers(url: str) -> bool:
 
 def _run_in_flight(instance: dg.DagsterInstance) -> bool:
     return bool(instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=1))
-
-
-def test_make_dev_prints_no_warning_and_ctrl_c_exits_0_leaving_no_process(env: Any, tmp_path: Path) -> None:
-    home = env()
-    dev = Dev(home, tmp_path)
-    try:
-        dev.start()
-        wait_for(lambda: dev.ui_answers() and _answers(f"{dev.api}/healthz"), 180, "the UI and the ops API")
-        with dev.instance() as instance:
-            wait_for(lambda: _run_in_flight(instance), 120, "a run of the seeded demo in flight")
-        assert dev.proc is not None
-        started = [p for p in psutil.Process(dev.proc.pid).children(recursive=True) if p.is_running()]
-        assert len(started) >= 4, started  # dg dev, the ops API, the webserver, the daemon, ...
-
-        os.killpg(dev.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
-        stopping = time.monotonic()
-        status = dev.proc.wait(timeout=STOP_SECONDS)
-        print(f"runtime-ops dev stopped {time.monotonic() - stopping:.1f} s after Ctrl-C")
-
-        assert status == 0
-        assert session_processes(dev.proc.pid) == []
-        assert [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
-        console = dev.log.read_text(errors="replace")
-        assert [line for line in console.splitlines() if NOISE.search(line)] == []
-        assert [line for line in console.splitlines() if IDLE_TICK.search(line)] == []
-        assert "Dagster UI: http://" in console and "stopped cleanly" in console
-    except BaseException:
-        print(dev.tail())
-        raise
-    finally:
-        dev.stop()
 
 
 def test_the_console_shows_an_approval_link_once() -> None:
@@ -110,17 +78,20 @@ def _terminal_session() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def test_ctrl_c_in_a_terminal_ends_make_dev_with_status_0(env: Any, tmp_path: Path) -> None:
+def test_make_dev_in_a_terminal_prints_no_warning_and_ctrl_c_mid_run_exits_0_leaving_no_process(
+    env: Any, tmp_path: Path
+) -> None:
     """Through make, in a real pseudo-terminal: Ctrl-C is the terminal's, not a signal the test picks a target
-    for. GNU make re-raises a SIGINT it got itself (status 130), so `runtime-ops dev` must take the terminal's
-    foreground for itself; make then ends with its recipe's status."""
+    for, and it arrives while a run of the seeded demo is in flight. GNU make re-raises a SIGINT it got itself
+    (status 130), so `runtime-ops dev` must take the terminal's foreground for itself; make then ends with its
+    recipe's status, every process of the session gone, and the console holds nothing a newcomer must ignore."""
     import pty
     import subprocess
     import sys
 
     from runtime_ops_tests.support.servers import free_port
 
-    env()
+    home = env()
     ui, api = free_port(), free_port()
     makefile = tmp_path / "Makefile"  # `make dev`'s recipe without its `install` prerequisite
     makefile.write_text(MAKEFILE.format(python=sys.executable, ui=ui, api=api))
@@ -139,12 +110,23 @@ def test_ctrl_c_in_a_terminal_ends_make_dev_with_status_0(env: Any, tmp_path: Pa
     try:
         wait_for(lambda: _answers(f"http://127.0.0.1:{ui}/server_info") and _answers(f"http://127.0.0.1:{api}/healthz"),
                  180, "the UI and the ops API")  # fmt: skip
+        with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+            wait_for(lambda: _run_in_flight(instance), 120, "a run of the seeded demo in flight")
+        started = [p for p in psutil.Process(make.pid).children(recursive=True) if p.is_running()]
+        assert len(started) >= 5, started  # make, dg dev, the ops API, the webserver, the daemon, ...
+
         os.write(master, b"\x03")  # Ctrl-C, typed
+        stopping = time.monotonic()
         status = make.wait(timeout=STOP_SECONDS)
+        print(f"make dev stopped {time.monotonic() - stopping:.1f} s after Ctrl-C")
         console = (tmp_path / "make.log").read_text(errors="replace")
         assert status == 0, console[-3000:]
         assert "make: ***" not in console and "stopped cleanly" in console
         assert session_processes(make.pid) == []
+        assert [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+        assert [line for line in console.splitlines() if NOISE.search(line)] == []
+        assert [line for line in console.splitlines() if IDLE_TICK.search(line)] == []
+        assert "Dagster UI: http://" in console
     finally:
         if make.poll() is None or session_processes(make.pid):
             for p in session_processes(make.pid):
