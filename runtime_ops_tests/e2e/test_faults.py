@@ -148,8 +148,12 @@ def assert_fully_embedded_once(topo: Topology, store: Any, before: dict[str, int
     return after
 
 
-# ------------------------------------------------------------------------------------------------ SIGKILL
-def test_sigkill_of_the_run_worker_during_document_embeddings(env, postgres_url, topology, tmp_path, capsys) -> None:
+# ------------------------------------------------------------------------- SIGKILL, then PostgreSQL restart
+def test_sigkill_of_the_run_worker_then_a_postgres_restart_during_document_embeddings(
+    env, postgres_server, postgres_url, topology, tmp_path, capsys
+) -> None:
+    """Two faults in turn on one deployment, each during an index_job run embedding a backlog: its worker
+    SIGKILLed (Dagster's run retry resumes it), then, on a second backlog, the PostgreSQL server restarted."""
     topo, store, before = production_with_backlog(env, postgres_url, topology, tmp_path)
     run_id = launch_embedding_run(topo, store, before)
 
@@ -178,10 +182,11 @@ def test_sigkill_of_the_run_worker_during_document_embeddings(env, postgres_url,
     assert record.asset_materialization.metadata["embedded_now"].value == after["current_chunks"] - at_kill
     report(capsys, f"SIGKILL run worker during document_embeddings (FAILED after {detected:.1f} s, retried)", recovered)
 
-
-# ---------------------------------------------------------------------------------------- PostgreSQL restart
-def test_postgres_restart_during_a_run(env, postgres_server, postgres_url, topology, tmp_path, capsys) -> None:
-    topo, store, before = production_with_backlog(env, postgres_url, topology, tmp_path)
+    # A second backlog, then the database server restarted under the run embedding it.
+    write_bulk(tmp_path / "landing", n_files=30, chars=50_000, seed=1)
+    assert all(r.success for r in Flow(topo.instance).tick_and_run("landing_sensor"))
+    before = store.embeddings.embedding_counts(1)
+    assert before["current_chunks"] - before["embedded"] > 4 * 256, before
     run_id = launch_embedding_run(topo, store, before)
 
     faulted = time.monotonic()
