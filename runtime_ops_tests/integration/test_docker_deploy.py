@@ -685,6 +685,7 @@ def test_alert_rules_cover_the_issue_families() -> None:
         "runtime_ops_documents_quarantined_total",  # quarantine spikes
         "runtime_ops_feedback_total",  # live quality: production's helpful share
         "runtime_ops_search_zero_results_total",  # live quality: requests that find nothing
+        "runtime_ops_feedback_click_rank",  # live quality: where users click
     ):
         assert covered(metric), f"no alert watches {metric}"
 
