@@ -60,7 +60,8 @@ dev-install: $(DEV_STAMP)
 
 test-install: system-packages $(STAMP) $(TEST_STAMP)
 
-# PostgreSQL and Redis servers for the tests, Chromium, Alertmanager, promtool (rule tests) and docker-compose
+# PostgreSQL and Redis servers for the tests, Chromium, Alertmanager, Prometheus (the server and promtool: the
+# live-quality chain test and the rule tests) and docker-compose
 # (parses docker/docker-compose.yaml without an engine). apt-get update runs only when something is missing.
 system-packages:
 	@missing=""; \
@@ -72,7 +73,7 @@ system-packages:
 		missing="$$missing chromium"; fi; \
 	if [ ! -x /usr/bin/prometheus-alertmanager ] || [ ! -x /usr/bin/amtool ]; then \
 		missing="$$missing prometheus-alertmanager"; fi; \
-	if [ ! -x /usr/bin/promtool ]; then \
+	if [ ! -x /usr/bin/promtool ] || [ ! -x /usr/bin/prometheus ]; then \
 		missing="$$missing prometheus"; fi; \
 	if ! command -v docker-compose >/dev/null 2>&1; then \
 		missing="$$missing docker-compose"; fi; \
@@ -82,7 +83,10 @@ system-packages:
 			echo "error: apt-get not found; install these packages by hand:$$missing" >&2; exit 1; fi; \
 		$(SUDO) apt-get update -qq; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	fi; \
+	for binary in /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager /usr/bin/amtool; do \
+		if [ ! -x $$binary ]; then echo "error: $$binary is missing after the install (Debian packages prometheus," \
+			"prometheus-alertmanager)" >&2; exit 1; fi; done
 
 uv:
 	@if ! command -v uv >/dev/null 2>&1 && ! $(PYTHON) -m uv --version >/dev/null 2>&1; then \

@@ -4,8 +4,6 @@ a pre-approved and a gated rollback of `production` on real PostgreSQL and Redis
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,24 +15,15 @@ import httpx
 import pytest
 from sqlalchemy import select, text
 
-from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import AliasConflict, open_store
 from runtime_ops.store import schema as t
+from runtime_ops_tests.support.alertmanager import Alertmanager
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.fencing import remove_fenced, set_fenced
-from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1
-from runtime_ops_tests.support.servers import free_port
+from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1, serving_v2
 
 pytestmark = pytest.mark.slow(seconds=68)  # alone on 2 cores (Dec 2026): started first, see conftest.py
-
-ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
-AMTOOL = "/usr/bin/amtool"
-PACKAGE_HINT = (
-    "the real Alertmanager is needed: install the Debian package prometheus-alertmanager "
-    "(`apt-get install prometheus-alertmanager`, or `make system-packages`), which provides "
-    f"{ALERTMANAGER} and {AMTOOL}"
-)
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
@@ -46,103 +35,6 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: floa
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
-
-
-# ---------------------------------------------------------------------------------------------- Alertmanager
-class Alertmanager:
-    """prometheus-alertmanager on 127.0.0.1:free port, no clustering, a fresh storage dir, routing every alert
-    to one webhook receiver (group_wait 1s, group_interval 2s)."""
-
-    def __init__(self, workdir: Path, webhook_url: str, bearer_token: str | None = None) -> None:
-        for binary in (ALERTMANAGER, AMTOOL):
-            if not Path(binary).is_file():
-                pytest.fail(f"{binary} is missing: {PACKAGE_HINT}", pytrace=False)
-        self.workdir, self.webhook_url, self.token = workdir, webhook_url, bearer_token
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / "alertmanager.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def config(self) -> str:
-        auth = (
-            f"\n        http_config:\n          authorization:\n            credentials: {self.token}"
-            if self.token
-            else ""
-        )
-        return (
-            "route:\n"
-            "  receiver: runtime-ops\n"
-            "  group_by: ['alertname']\n"
-            "  group_wait: 1s\n"
-            "  group_interval: 2s\n"
-            "  repeat_interval: 1h\n"
-            "receivers:\n"
-            "  - name: runtime-ops\n"
-            "    webhook_configs:\n"
-            f"      - url: {self.webhook_url}\n"
-            f"        send_resolved: true{auth}\n"
-        )
-
-    def start(self) -> Alertmanager:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config = self.workdir / "alertmanager.yml"
-        config.write_text(self.config())
-        storage = self.workdir / "data"
-        storage.mkdir()
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [
-                    ALERTMANAGER,
-                    f"--config.file={config}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--cluster.listen-address=",
-                    f"--storage.path={storage}",
-                    "--log.level=debug",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-        def ready() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                pytest.fail(f"alertmanager exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
-            try:
-                return httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(ready, 30, "alertmanager to be ready")
-        return self
-
-    def amtool(self, *args: str) -> str:
-        proc = subprocess.run(
-            [AMTOOL, f"--alertmanager.url={self.url}/", *args], capture_output=True, text=True, timeout=30
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout
-
-    def alerts(self) -> list[dict[str, Any]]:
-        return httpx.get(f"{self.url}/api/v2/alerts", timeout=5).json()
-
-    def resolve(self, labels: dict[str, str], starts_at: str) -> None:
-        """POST the alert again with an endsAt in the past: Alertmanager resolves it and notifies.
-
-        `starts_at` must be at least as precise as the webhook's: Alertmanager merges the two and keeps the
-        earlier startsAt, and its own API shows startsAt to the millisecond only (which would be a new key).
-        """
-        ended = (datetime.now(UTC) - timedelta(milliseconds=500)).isoformat().replace("+00:00", "Z")
-        body = [{"labels": labels, "startsAt": starts_at, "endsAt": ended}]
-        assert httpx.post(f"{self.url}/api/v2/alerts", json=body, timeout=5).status_code == 200
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -239,17 +131,10 @@ def production_v1(env: Any, postgres_url: str, redis_url: str, instance: Any, tm
 
 def production_v2(env: Any, postgres_url: str, redis_url: str, instance: Any, tmp_path: Path, **extra: str) -> Any:
     """Production v2, promoted through a human approval over v1 (alias history: -> v1 -> v2)."""
-    store, flow, landing = production_v1(env, postgres_url, redis_url, instance, tmp_path, **extra)
-    shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
-    flow.tick_and_run("landing_sensor")
-    flow.tick_and_run("corpus_sensor")
-    [pending] = store.requests.list_requests(status="pending")
-    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
-    [request] = flow.tick("approvals_sensor")
-    assert flow.run("approvals_sensor", request).success
-    flow.tick("approvals_sensor")  # records the promotion run on the request
-    assert store.registry.alias("production") == 2
-    return store, flow
+    landing = tmp_path / "landing"
+    extra = {"RUNTIME_OPS_ALERT_OPEN": "true", **extra}
+    env(database_url=postgres_url, landing=str(landing), REDIS_URL=redis_url, **NEEDS_A_HUMAN, **extra)
+    return serving_v2(landing, instance)
 
 
 # ---------------------------------------------------------------------------------------------- the real Alertmanager

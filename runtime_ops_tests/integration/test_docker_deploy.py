@@ -612,6 +612,10 @@ def test_pool_settings_cover_the_backfill_and_lifecycle_pools() -> None:
 # --- Prometheus ----------------------------------------------------------------------------------------------
 
 
+# The rule tests: runtime_ops' own health, and live quality (a day of history, evaluated every 5 minutes).
+RULE_TESTS = ("rules_test.yml", "rules_live_quality_test.yml")
+
+
 def _promtool() -> str:
     return _require("promtool", "prometheus")
 
@@ -635,7 +639,7 @@ def test_promtool_checks_the_prometheus_config(tmp_path: Path, compose: dict[str
 
 
 def test_alert_rules_pass_their_promtool_unit_tests() -> None:
-    result = _run([_promtool(), "test", "rules", "rules_test.yml"], cwd=PROMETHEUS)
+    result = _run([_promtool(), "test", "rules", *RULE_TESTS], cwd=PROMETHEUS)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -653,13 +657,40 @@ def test_alert_rule_tests_fail_when_a_rule_is_wrong(tmp_path: Path) -> None:
     assert "RuntimeOpsStepFailureRateHigh" in output and 'job="train_job"' in output, output
 
 
+@pytest.mark.parametrize(
+    ("correct", "wrong", "caught"),
+    [
+        # Without the fallback, a window with no helpful series has no share: the worst case stays silent.
+        ("\n              or pipeline:runtime_ops_feedback_judged:increase30m * 0", "", 'pipeline="restarted"'),
+        # Without `>= 0`, a day of 0/0 (NaN) is no baseline of 0: a spike on an idle pipeline stays silent.
+        (
+            "pipeline_route:runtime_ops_search_zero_results_ratio:1d_offset30m >= 0",
+            "pipeline_route:runtime_ops_search_zero_results_ratio:1d_offset30m",
+            'pipeline="idle"',
+        ),
+        # Without the offset, the baseline holds the drop it is compared with (the recorded baseline is off).
+        ("[1d] offset 30m", "[1d]", "1d_offset30m"),
+    ],
+)
+def test_live_quality_rule_tests_fail_when_a_rule_is_wrong(
+    tmp_path: Path, correct: str, wrong: str, caught: str
+) -> None:
+    rules = (PROMETHEUS / "rules.yml").read_text()
+    assert correct in rules
+    (tmp_path / "rules.yml").write_text(rules.replace(correct, wrong))
+    shutil.copyfile(PROMETHEUS / "rules_live_quality_test.yml", tmp_path / "rules_live_quality_test.yml")
+    result = _run([_promtool(), "test", "rules", "rules_live_quality_test.yml"], cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and caught in output, output
+
+
 def _rules() -> list[dict[str, Any]]:
     groups = yaml.safe_load((PROMETHEUS / "rules.yml").read_text())["groups"]
     return [rule for group in groups for rule in group["rules"]]
 
 
 def test_every_alert_is_tested_firing_and_quiet() -> None:
-    tests = yaml.safe_load((PROMETHEUS / "rules_test.yml").read_text())["tests"]
+    tests = [test for name in RULE_TESTS for test in yaml.safe_load((PROMETHEUS / name).read_text())["tests"]]
     cases = [case for t in tests for case in t.get("alert_rule_test", [])]
     for alert in (r["alert"] for r in _rules() if "alert" in r):
         mine = [c for c in cases if c["alertname"] == alert]
@@ -683,6 +714,9 @@ def test_alert_rules_cover_the_issue_families() -> None:
         "runtime_ops_landing_oldest_pending_age_seconds",  # landing lag
         "runtime_ops_landing_lag_seconds",
         "runtime_ops_documents_quarantined_total",  # quarantine spikes
+        "runtime_ops_feedback_total",  # live quality: production's helpful share
+        "runtime_ops_search_zero_results_total",  # live quality: requests that find nothing
+        "runtime_ops_feedback_click_rank",  # live quality: where users click
     ):
         assert covered(metric), f"no alert watches {metric}"
 

@@ -152,3 +152,17 @@ def pending_candidate(landing: Path, instance: Any) -> tuple[Any, dict[str, Any]
     [pending] = store.requests.list_requests(status="pending")
     assert store.registry.alias("production") == 1 and pending["candidate_version"] == 2
     return store, pending, flow
+
+
+def serving_v2(landing: Path, instance: Any) -> tuple[Any, Flow]:
+    """`pending_candidate`, approved by a person (alice) and promoted: production v2 over v1 (alias history:
+    -> v1 -> v2), the serving index v2's. Set the test's settings (env, with NEEDS_A_HUMAN) first."""
+    from runtime_ops_tests.support.approvals_support import operator_cli
+
+    store, pending, flow = pending_candidate(landing, instance)
+    assert operator_cli(["approvals", "approve", pending["id"], "--as", "alice"]) == 0
+    [request] = flow.tick("approvals_sensor")
+    assert flow.run("approvals_sensor", request).success
+    flow.tick("approvals_sensor")  # records the promotion run on the request
+    assert store.registry.alias("production") == 2
+    return store, flow
