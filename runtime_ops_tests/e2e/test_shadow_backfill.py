@@ -2,11 +2,12 @@
 code server, the webserver's GraphQL, Dagster storage on PostgreSQL) with the state store and the vector store on
 PostgreSQL + pgvector.
 
-The backfill of shadow_embeddings' 4 partitions (`backfill: {shards: 4}` in the test's defs.yaml) is launched as the UI launches one (GraphQL
-`launchPartitionBackfill`); the instance's pool limit of 2 at run granularity lets two partition runs embed at a
-time. One run's worker is SIGKILLed after it has committed part of its shard: Dagster's run retry resumes it and
-embeds only the rest. While a shard is missing the candidate's index is refused (a promotion would be too); once
-every partition is done the index is complete, and bringing it up to date embeds nothing.
+The backfill of shadow_embeddings' 4 partitions (`backfill: {shards: 4}` in the test's defs.yaml) is launched as
+the UI launches one (GraphQL `launchPartitionBackfill`); the instance's pool limit of 2 at run granularity lets two
+partition runs embed at a time. One run's worker is SIGKILLed after it has committed part of its shard: Dagster's
+run retry resumes it and embeds only the rest. While a shard is missing the candidate's index is refused (a
+promotion would be too); once every partition is done the index is complete, and bringing it up to date embeds
+nothing.
 
 The run to kill is held after its first committed page by a `once:` failpoint (the first worker to commit a page
 waits there; every other run, and the retry, goes through): the test kills it there, whatever the machine's speed,
