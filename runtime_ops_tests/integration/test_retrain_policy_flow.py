@@ -135,9 +135,26 @@ def test_small_batch_is_served_and_skipped_growth_retrains_once(env, postgres_ur
     assert done == f"the newest model v2 is trained on corpus revision {revision}"
 
 
-def test_a_drifting_batch_retrains_once(env, postgres_url, dagster_instance, tmp_path) -> None:
+def test_a_manual_request_then_a_drifting_batch_each_retrain_once(
+    env, postgres_url, dagster_instance, tmp_path
+) -> None:
     landing = tmp_path / "landing"
     store, flow = serving_full_corpus(env, postgres_url, dagster_instance, landing)
+
+    # A person asks for a retrain (the corpus has not changed): one run, and the request is consumed.
+    assert evaluate(flow, "corpus_sensor").skip_message == "the newest model v1 is trained on corpus revision 1"
+    request_id = request_retrain(store.retraining, store.ledger, reason="chunking changed", requested_by="alice")
+    [train] = flow.tick("corpus_sensor")
+    assert train.run_key == f"retrain:manual:req{request_id}" and train.tags[RETRAIN_TRIGGER_TAG] == "manual"
+    [row] = store.retraining.retrain_requests()
+    assert (row["status"], row["run_key"], row["requested_by"]) == ("requested", train.run_key, "alice")
+    flow.launched_keys.clear()  # even without the daemon's run-key dedupe: the request was consumed
+    assert flow.tick("corpus_sensor") == []
+    assert flow.run("corpus_sensor", train).success  # the same corpus: the same model bytes, still production
+    assert evaluate(flow, "corpus_sensor").skip_message == "the newest model v1 is trained on corpus revision 1"
+    settle(flow)  # the regression evaluation that run's production_model materialization triggers
+
+    # A batch off the corpus's topics: its drift retrains once.
     land_notes(store, landing, "recipes", 60, text=OFF_TOPIC)  # at least retrain.min_signal_chunks (50)
     signal = ingest_and_serve(flow, store)
     assert signal["embedding_shift"] >= 0.25
@@ -154,21 +171,6 @@ def test_a_drifting_batch_retrains_once(env, postgres_url, dagster_instance, tmp
     assert ingest_and_serve(flow, store)["chunks"] == 10
     tick = evaluate(flow, "corpus_sensor")
     assert not tick.run_requests and tick.skip_message and "corpus grew" in tick.skip_message
-
-
-def test_a_manual_request_retrains_once(env, postgres_url, dagster_instance, tmp_path) -> None:
-    landing = tmp_path / "landing"
-    store, flow = serving_full_corpus(env, postgres_url, dagster_instance, landing)
-    assert evaluate(flow, "corpus_sensor").skip_message == "the newest model v1 is trained on corpus revision 1"
-    request_id = request_retrain(store.retraining, store.ledger, reason="chunking changed", requested_by="alice")
-    [train] = flow.tick("corpus_sensor")
-    assert train.run_key == f"retrain:manual:req{request_id}" and train.tags[RETRAIN_TRIGGER_TAG] == "manual"
-    [row] = store.retraining.retrain_requests()
-    assert (row["status"], row["run_key"], row["requested_by"]) == ("requested", train.run_key, "alice")
-    flow.launched_keys.clear()  # even without the daemon's run-key dedupe: the request was consumed
-    assert flow.tick("corpus_sensor") == []
-    assert flow.run("corpus_sensor", train).success  # the same corpus: the same model bytes, still production
-    assert evaluate(flow, "corpus_sensor").skip_message == "the newest model v1 is trained on corpus revision 1"
 
 
 def test_retrain_tables_match_their_migration(tmp_path: Path) -> None:
