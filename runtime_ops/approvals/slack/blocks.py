@@ -105,8 +105,11 @@ def _title(view: RequestView) -> str:
 
 
 def people(user_ids: Sequence[str]) -> str:
-    """Mentions, except the local identity: `<@local>` would render as an unknown user."""
-    return ", ".join(display_name(u) if u == LOCAL_APPROVER else mention(u) for u in user_ids)
+    """Mentions, except the local identity and a policy that decided (`policy:online`): `<@local>` would render as
+    an unknown user. Slack user ids have no colon."""
+    return ", ".join(
+        display_name(u) if u == LOCAL_APPROVER else escape(u) if ":" in u else mention(u) for u in user_ids
+    )
 
 
 def evaluated_on(view: RequestView) -> str:
