@@ -42,7 +42,7 @@ class RequestEvidence:
         if r is None:
             return None
         state = r["status"] if r["status"] == "active" else f"{r['status']} ({r.get('reason') or 'no reason'})"
-        return f"rollout #{r['id']}: {r['mode']} at {float(r['share']):g} of traffic, {state}"
+        return f"rollout #{r['id']}: {r['mode']} at {float(r['share']) * 100:g}% of traffic, {state}"
 
     def lines(self) -> list[str]:
         return evidence_lines(self.evidence, first_model=self.first_model, rollout=self.rollout_text(),
@@ -103,8 +103,8 @@ def review_pending(
             continue
         candidate = version_label(request["candidate_version"])
         if ruling.action == "reject":
-            store.rollouts.stop(reason=f"lost online: {summary(evidence)}", actor=POLICY_ACTOR,
-                                approval_id=request["id"], now=now)  # fmt: skip
+            lost = f"lost online with confidence over {evidence.queries} queries (request {request['id']} rejected)"
+            store.rollouts.stop(reason=lost, actor=POLICY_ACTOR, approval_id=request["id"], now=now)
             done["rejected online"].append(request["id"])
             emit(f"candidate {candidate} rejected by {POLICY_ACTOR} ({request['id']}): {reason}")
         else:

@@ -19,8 +19,8 @@ import json
 import random
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -64,7 +64,9 @@ PIPELINES = {"loses": (GOOD, WEAK, False), "wins": (WEAK, GOOD, True)}
 
 def _text(i: int) -> str:
     w, v = WORDS[i], VERBS[i]
-    return f"The {w} service can {v} records. To {v} with {w}, open the {w} console and choose {v}. Notes for every team."
+    return (
+        f"The {w} service can {v} records. To {v} with {w}, open the {w} console and choose {v}. Notes for every team."
+    )
 
 
 def _yaml(required: bool) -> str:
@@ -113,7 +115,8 @@ def _serve(store: StateStore, spec: PipelineSpec) -> dict[str, Any]:
         store.registry.set_alias("retrieval_index", prod_index.index_id, actor="test", fence=lease.fence)
     cand, prod = _ndcg5(cand_e), _ndcg5(prod_e)
     verdict = judge({"ndcg@5": cand}, {"ndcg@5": prod}, spec.gate)
-    interval = {**verdict.interval_dict(), "metric": "ndcg@5"} if verdict.interval else None
+    bounds = verdict.interval_dict()
+    interval = {**bounds, "metric": "ndcg@5"} if bounds is not None else None
     store.evaluations.record_eval_report(
         candidate_version=cand_v, production_version=prod_v,
         candidate_metrics={"ndcg@5": float(cand.mean()), "questions": len(cand)},
@@ -207,7 +210,7 @@ def _feedback(world: World, clicks: list[tuple[str, int]]) -> None:
         assert reply.status_code == 201, reply.text
 
 
-@pytest.mark.slow(seconds=40)
+@pytest.mark.slow(seconds=60)  # alone on 2 cores (Dec 2026)
 def test_live_traffic_rejects_a_worse_candidate_and_approves_a_better_one(world: World, dagster_instance: Any) -> None:
     rng = random.Random(27)
     for pipeline in PIPELINES:  # announced: the online half waits for queries
@@ -229,7 +232,7 @@ def test_live_traffic_rejects_a_worse_candidate_and_approves_a_better_one(world:
         assert page.status_code == 200, page.text
         assert "id=verdict" in page.text and "ndcg@5" in page.text
         assert "Online evidence (live traffic)" in page.text and "queries with a click" in page.text
-        assert f": {expected}" in page.text and "interleave at 1 of traffic, active" in page.text
+        assert f": {expected}" in page.text and "interleave at 100% of traffic, active" in page.text
 
     for pipeline in PIPELINES:
         world.tick(pipeline, dagster_instance)
