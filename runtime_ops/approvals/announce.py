@@ -316,10 +316,13 @@ class Announcer:
         """Bring a request's Slack message up to date with its state; True when it was updated."""
         if self.notifier is None or not request.get("slack_ts"):
             return False
-        view = self.view(request)
-        state = view_state(request, len(view.approvals))
+        # The state first, from the votes alone: building the view reads the report and the online evidence (every
+        # record of the rollout beside the request), which only a message that changed needs.
+        approvals = sum(1 for v in self.store.votes.for_request(request["id"]) if v["vote"] == "approve")
+        state = view_state(request, approvals)
         if state == request.get("slack_status"):
             return False
+        view = self.view(request)
         self.notifier.update_request(request["slack_channel"], request["slack_ts"], view)
         # The ops API holds an unscoped store: the request's own pipeline records what its message shows.
         self.store.scoped(request["pipeline"]).notifications.set_slack_status(request["id"], state)
