@@ -152,7 +152,8 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
         assert answer["sources"] and all(s["team"] in ("production", "candidate") for s in answer["sources"])
 
         # Canary: sticky per session, about half of the sessions on the candidate alone.
-        _switch(store, "canary", 0.5)
+        canary = _switch(store, "canary", 0.5)
+        assert canary is not None
         arms: dict[str, str] = {}
         for i in range(SESSIONS):
             body = _search(api, headers, QUERIES[i % len(QUERIES)], session=f"user-{i}")
@@ -168,6 +169,16 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             assert _search(api, headers, QUERIES[0], session=session)["arm"] == arms[session]
         share = sum(a == "candidate" for a in arms.values()) / SESSIONS
         assert abs(share - 0.5) < 5 * (0.25 / SESSIONS) ** 0.5, share
+        # The rollout's evidence reads its requests by the arm that served them alone (none were clicked).
+        deadline = time.monotonic() + 30
+        while (inputs := store.query_log.online_inputs(canary["id"])).requests < SESSIONS + 40:
+            assert time.monotonic() < deadline, f"the query log never wrote the canary's requests: {inputs.requests}"
+            time.sleep(0.1)
+        on_candidate = sum(a == "candidate" for a in arms.values()) + sum(
+            arms[s] == "candidate" for s in list(arms)[:40]
+        )
+        assert (inputs.candidate.requests, inputs.candidate.positive) == (on_candidate, 0)
+        assert inputs.production.requests == SESSIONS + 40 - on_candidate and not inputs.interleaved
 
         # Shadow: production's answer, unchanged; the candidate's comparison is recorded off the response path.
         shadow = _switch(store, "shadow", 1.0)
@@ -180,6 +191,11 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             assert time.monotonic() < deadline, f"shadow comparisons not recorded: {row}"
             time.sleep(0.1)
         assert row is not None and 0 <= row["shadow_overlap_sum"] <= len(QUERIES)
+        while (inputs := store.query_log.online_inputs(shadow["id"])).requests < len(QUERIES):
+            assert time.monotonic() < deadline, "the query log never wrote the shadowed requests"
+            time.sleep(0.1)
+        sums = inputs.shadow  # the sums from the rollout row, k from its requests
+        assert (sums.queries, sums.overlap_sum, sums.k) == (row["shadow_queries"], row["shadow_overlap_sum"], K)
 
         # No rollout: as before, plus arm production and one served_by.
         _switch(store, None)
