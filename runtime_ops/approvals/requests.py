@@ -115,10 +115,16 @@ def outcome_for(request: dict[str, Any], report: dict[str, Any] | None) -> GateO
         reason = f": {request['decision_reason']}" if request.get("decision_reason") else ""
         return GateOutcome(True, status, f"candidate v{version} {how} ({rid}){reason}", report, request)
     if status == "pending":
+        # Pending although the offline verdict auto-approves: the pipeline requires online evidence too.
+        online = (
+            " (it clears the offline gate; gate.online.required: live traffic may approve it)"
+            if (report is not None and (report.get("verdict") or {}).get("auto_approve"))
+            else ""
+        )
         return GateOutcome(
             False,
             status,
-            f"candidate v{version} waits for a human decision: approval request {rid}. "
+            f"candidate v{version} waits for a human decision{online}: approval request {rid}. "
             f"Decide with: {decide_command(rid)}",
             report,
             request,

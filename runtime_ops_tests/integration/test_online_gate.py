@@ -127,6 +127,7 @@ def _serve(store: StateStore, spec: PipelineSpec) -> dict[str, Any]:
     )  # fmt: skip
     gate = evaluate_gate(store, requested_by="test", policy=request_policy(spec), online=spec.gate.online)
     assert gate.status == "pending" and gate.request is not None, gate.message
+    assert ("clears the offline gate" in gate.message) == spec.gate.online.required  # why "wins" waits
     assert "rollout #" in start_rollout(store, spec, vectors, gate.request)
     return gate.request
 
