@@ -27,6 +27,7 @@ from typing import Any, cast
 import httpx
 import numpy as np
 import pytest
+from sqlalchemy import delete
 
 from runtime_ops.approvals.announce import announcer_for
 from runtime_ops.approvals.requests import evaluate_gate, request_policy
@@ -37,6 +38,8 @@ from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
 from runtime_ops.locks.factory import locker_for
 from runtime_ops.models.promotion_saga import lock_name
 from runtime_ops.online.click_models import PositionBased, grades
+from runtime_ops.online.query_records import QueryRecord, ShownItem
+from runtime_ops.online.request_ids import new_request_id
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.gate_rule import judge
 from runtime_ops.resources.approvals import ApprovalsResource
@@ -44,6 +47,7 @@ from runtime_ops.serving.rollout_start import start_rollout
 from runtime_ops.serving.vector_index import ensure_index
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import NewObject, StateStore, open_store
+from runtime_ops.store import schema as t
 from runtime_ops.vectors.factory import pipeline_vector_store
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.own_corpus import declare_pipeline
@@ -234,6 +238,21 @@ def test_live_traffic_rejects_a_worse_candidate_and_approves_a_better_one(world:
         assert "id=verdict" in page.text and "ndcg@5" in page.text
         assert "Online evidence (live traffic)" in page.text and "queries with a click" in page.text
         assert f": {expected}" in page.text and "interleave at 100% of traffic, active" in page.text
+
+    # Fail closed: a record the evidence cannot read (a team that is neither) makes the winner wait, never pass.
+    wins_rollout = wins.rollouts.active()
+    assert wins_rollout is not None
+    now = datetime.now(UTC)
+    broken = QueryRecord(new_request_id(now), "wins", "search", "interleaved", now, K, 1.0, 1, 1, candidate_version=2,
+                         candidate_index=int(wins_rollout["candidate_index_id"]), rollout_id=int(wins_rollout["id"]),
+                         items=(ShownItem(1, 1, 1, "docs/amber.md", "robot"),))  # fmt: skip
+    wins.query_log.record([broken])
+    world.tick("wins", dagster_instance)
+    assert world.store.requests.get_request(world.requests["wins"]["id"])["status"] == "pending"
+    page = httpx.get(announcer.link(world.requests["wins"], APPROVER, now), timeout=30).text
+    assert "online evidence unavailable (ValueError: teams must be" in page
+    with wins.tx() as conn:
+        conn.execute(delete(t.query_records).where(t.query_records.c.request_id == broken.request_id))
 
     for pipeline in PIPELINES:
         world.tick(pipeline, dagster_instance)
