@@ -13,7 +13,7 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 import dagster as dg
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from runtime_ops.durations import parse_duration
 from runtime_ops.pipeline.approval_attributes import ApprovalAttributes
@@ -315,3 +315,14 @@ class PipelineAttributes(dg.Model):
     @classmethod
     def _check_name(cls, v: str) -> str:
         return check_name(v)
+
+    @model_validator(mode="after")
+    def _online_needs_a_deciding_rollout(self) -> PipelineAttributes:
+        # Otherwise nothing could ever clear the online half: every candidate would wait for a person, silently.
+        if self.gate.online.required and self.rollout.mode not in ("interleave", "canary"):
+            raise ValueError(
+                f"gate.online.required needs a rollout that can decide: rollout.mode is {self.rollout.mode!r} "
+                "(shadow only informs; off sends no live traffic to the candidate); declare rollout.mode "
+                "interleave or canary, or set gate.online.required to false"
+            )
+        return self

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from runtime_ops.components.loading import get_spec
+from runtime_ops.online.credit import common_prefix
 from runtime_ops.online.interleaving import team_draft
 from runtime_ops.serving.rollout_search import ROLLOUT_READ_EVERY_S, RolloutSearch
 from runtime_ops.serving.search import Searcher
@@ -97,6 +98,7 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
         # Interleave: both versions, each item with its team; the request id rebuilds the list.
         teams_seen: set[str] = set()
         with_candidate: dict[str, Any] = {}
+        asked = ""
         for query in QUERIES:
             body = _search(api, headers, query)
             assert body["arm"] == "interleaved" and body["request_id"].startswith("q_")
@@ -111,7 +113,7 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
                 assert r["chunk_id"] in (production if r["team"] == "production" else candidate)
             teams_seen |= {r["team"] for r in body["results"]}
             if any(r["team"] == "candidate" for r in body["results"]):
-                with_candidate = body
+                with_candidate, asked = body, query
         assert teams_seen == {"production", "candidate"}
         # The query log keeps the arm, both versions and each shown item's team; a click credits the item's team.
         body = with_candidate
@@ -130,6 +132,12 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             "interleaved", 1, 2,
         )  # fmt: skip
         assert logged.record["rollout_id"] == rollout["id"]
+        # The rankings' shared leading prefix is logged with it: clicks there will credit neither team.
+        assert logged.record["shared_prefix"] == common_prefix(*rankings(asked))
+        inputs = store.query_log.online_inputs(rollout["id"])
+        assert len(inputs.interleaved) == len(QUERIES)  # every interleaved request, flushed with the clicked one
+        clicked_rank = next(r["rank"] for r in logged.items if r["chunk_id"] == clicked["chunk_id"])
+        assert [q.clicked for q in inputs.interleaved if q.clicked] == [(clicked_rank,)]
         assert [(i["chunk_id"], i["team"]) for i in logged.items] == [
             (r["chunk_id"], r["team"]) for r in body["results"]
         ]
@@ -144,7 +152,8 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
         assert answer["sources"] and all(s["team"] in ("production", "candidate") for s in answer["sources"])
 
         # Canary: sticky per session, about half of the sessions on the candidate alone.
-        _switch(store, "canary", 0.5)
+        canary = _switch(store, "canary", 0.5)
+        assert canary is not None
         arms: dict[str, str] = {}
         for i in range(SESSIONS):
             body = _search(api, headers, QUERIES[i % len(QUERIES)], session=f"user-{i}")
@@ -160,6 +169,16 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             assert _search(api, headers, QUERIES[0], session=session)["arm"] == arms[session]
         share = sum(a == "candidate" for a in arms.values()) / SESSIONS
         assert abs(share - 0.5) < 5 * (0.25 / SESSIONS) ** 0.5, share
+        # The rollout's evidence reads its requests by the arm that served them alone (none were clicked).
+        deadline = time.monotonic() + 30
+        while (inputs := store.query_log.online_inputs(canary["id"])).requests < SESSIONS + 40:
+            assert time.monotonic() < deadline, f"the query log never wrote the canary's requests: {inputs.requests}"
+            time.sleep(0.1)
+        on_candidate = sum(a == "candidate" for a in arms.values()) + sum(
+            arms[s] == "candidate" for s in list(arms)[:40]
+        )
+        assert (inputs.candidate.requests, inputs.candidate.positive) == (on_candidate, 0)
+        assert inputs.production.requests == SESSIONS + 40 - on_candidate and not inputs.interleaved
 
         # Shadow: production's answer, unchanged; the candidate's comparison is recorded off the response path.
         shadow = _switch(store, "shadow", 1.0)
@@ -172,6 +191,11 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             assert time.monotonic() < deadline, f"shadow comparisons not recorded: {row}"
             time.sleep(0.1)
         assert row is not None and 0 <= row["shadow_overlap_sum"] <= len(QUERIES)
+        while (inputs := store.query_log.online_inputs(shadow["id"])).requests < len(QUERIES):
+            assert time.monotonic() < deadline, "the query log never wrote the shadowed requests"
+            time.sleep(0.1)
+        sums = inputs.shadow  # the sums from the rollout row, k from its requests
+        assert (sums.queries, sums.overlap_sum, sums.k) == (row["shadow_queries"], row["shadow_overlap_sum"], K)
 
         # No rollout: as before, plus arm production and one served_by.
         _switch(store, None)

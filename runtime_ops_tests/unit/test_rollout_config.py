@@ -77,3 +77,11 @@ def test_the_spec_checks_itself_when_built_in_code() -> None:
         RolloutSpec(mode="blue-green")
     with pytest.raises(ValueError, match="only session"):
         RolloutSpec(sticky="account")
+
+
+@pytest.mark.parametrize("mode", ["off", "shadow"])
+def test_required_online_evidence_needs_a_rollout_that_can_decide(mode: str) -> None:
+    with pytest.raises(ValidationError, match=r"gate\.online\.required needs a rollout that can decide") as caught:
+        _spec(rollout={"mode": mode}, gate={"online": {"required": True}})
+    assert "interleave or canary" in str(caught.value)
+    assert _spec(rollout={"mode": mode}, gate={"online": {"required": False}}).gate.online.required is False
