@@ -1,4 +1,5 @@
-"""The approvals sensor: a recorded human decision becomes a check result and a promotion run."""
+"""The approvals sensor: a recorded human decision becomes a check result and a promotion run (after its ramp, when
+the pipeline declares one: `approvals/ramp.py`)."""
 
 import json
 import logging
@@ -13,6 +14,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
+from runtime_ops.approvals.ramp import advance_ramp, ramp_text, stage_evidence
 from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
@@ -74,6 +76,24 @@ def _anchor(context: dg.SensorEvaluationContext, audit_log: Audit) -> None:
         context.log.info(f"anchored the audit heads of {len(anchor.heads)} chains in {sink.where}")
 
 
+def _ramp_passed(
+    context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec, request: dict[str, Any]
+) -> bool:
+    """One tick of an approved request's ramp (`approvals/ramp.py`): True when its promotion launches now. A roll
+    back is said at once: the message is brought up to date and a thread reply (or a log line) says why."""
+    now = clock.now()
+    move = advance_ramp(store, spec.rollout, request, stage_evidence(store, spec.rollout), now)
+    if move.message:
+        context.log.info(move.message)
+    if move.rolled_back:
+        current = store.requests.get_request(request["id"]) or request
+        announcer.sync_message(current)
+        announcer.note(
+            current, f"ramp_rolled_back:{request['id']}", ramp_text(current, store.rollouts.stages(request["id"])), now
+        )
+    return move.promote
+
+
 def approvals_tick(
     context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec
 ) -> dg.SensorResult | dg.SkipReason:
@@ -106,20 +126,6 @@ def approvals_tick(
         if run is not None:
             store.notifications.mark_request_launched(request["id"], run.run_id)
             continue
-        requests.append(
-            dg.RunRequest(
-                run_key=request["id"],
-                job_name=spec.qualified("promotion_job"),
-                tags={
-                    **spec.lifecycle_tags,
-                    APPROVAL_TAG: request["id"],
-                    **GATED_RUN_TAGS,
-                    # The promotion's step spans link to the span that opened the request (see observe_step).
-                    **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
-                },
-                run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
-            )
-        )
         if request["id"] not in reported:
             outcome = outcome_for(request, store.evaluations.get_eval_report(request["eval_report_id"]))
             events.append(
@@ -134,6 +140,22 @@ def approvals_tick(
                 )
             )
             reported.append(request["id"])
+        if spec.rollout.ramps and not _ramp_passed(context, store, announcer, spec, request):
+            continue
+        requests.append(
+            dg.RunRequest(
+                run_key=request["id"],
+                job_name=spec.qualified("promotion_job"),
+                tags={
+                    **spec.lifecycle_tags,
+                    APPROVAL_TAG: request["id"],
+                    **GATED_RUN_TAGS,
+                    # The promotion's step spans link to the span that opened the request (see observe_step).
+                    **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
+                },
+                run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
+            )
+        )
     if not requests and not events:
         done = ", ".join(f"{k} {len(v)}" for k, v in changes.items() if v)
         return dg.SkipReason(f"no new decisions{'; ' + done if done else ''}")

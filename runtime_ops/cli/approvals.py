@@ -117,7 +117,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
     else:
         store = state_store(get_spec(args.pipeline).name)
     try:
-        version, request = verify_promotion(store.evaluations, store.requests, approval_id=args.approval)
+        version, request = verify_promotion(
+            store.evaluations, store.requests, store.rollouts, approval_id=args.approval
+        )
     except PromotionRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

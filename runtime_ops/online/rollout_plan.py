@@ -27,6 +27,7 @@ class StageEvidence:
     verdict: str
     queries: int
     min_queries: int
+    detail: str = ""  # the deciding signal in words, for the stage's reason (e.g. the rates and their interval)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -55,8 +56,10 @@ def next_step(stage: int, ramp: tuple[float, ...], evidence: StageEvidence, *, o
     its max_duration has passed."""
     if not 0 <= stage < len(ramp):
         raise ValueError(f"ramp stage {stage} is outside the ramp {list(ramp)}")
-    where = f"stage {stage + 1}/{len(ramp)} at {ramp[stage]:g}"
+    where = f"stage {stage + 1}/{len(ramp)} ({ramp[stage]:.0%} of sessions)"
     counted = f"{evidence.queries} queries, min_queries {evidence.min_queries}"
+    if evidence.detail:
+        counted = f"{evidence.detail}; {counted}"
     if evidence.verdict == WORSE:
         return Step("roll back", f"{where}: the candidate loses online ({counted})")
     if no_loss(evidence):

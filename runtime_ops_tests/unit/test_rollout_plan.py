@@ -18,7 +18,7 @@ def _evidence(verdict: str, queries: int = 600) -> StageEvidence:
 def test_a_stage_without_loss_starts_the_next_share(verdict: str) -> None:
     step = next_step(0, RAMP, _evidence(verdict), overdue=False)
     assert (step.action, step.next_stage, step.next_share) == ("advance", 1, 0.25)
-    assert "stage 1/3 at 0.05 passed" in step.reason and "600 queries" in step.reason
+    assert "stage 1/3 (5% of sessions) passed" in step.reason and "600 queries" in step.reason
 
 
 def test_the_last_stage_passing_promotes() -> None:
@@ -29,9 +29,10 @@ def test_the_last_stage_passing_promotes() -> None:
 @pytest.mark.parametrize("stage", [0, 1, 2])
 @pytest.mark.parametrize("overdue", [False, True])
 def test_a_loss_rolls_back_at_any_stage(stage: int, overdue: bool) -> None:
-    step = next_step(stage, RAMP, _evidence("worse"), overdue=overdue)
+    worse = StageEvidence("worse", 600, 500, detail="positive-feedback rate 10/600 vs production's 90/600")
+    step = next_step(stage, RAMP, worse, overdue=overdue)
     assert step.action == "roll back"
-    assert "loses online" in step.reason
+    assert "loses online (positive-feedback rate 10/600 vs production's 90/600; 600 queries" in step.reason
 
 
 def test_no_difference_below_min_queries_does_not_pass() -> None:

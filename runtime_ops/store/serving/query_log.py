@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select
 
+from runtime_ops.online.evidence import POSITIVE_SIGNALS, OnlineInputs
 from runtime_ops.online.query_records import QueryRecord
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert
@@ -104,6 +105,23 @@ class QueryLog(Repository):
         with self.tx() as conn:
             q = select(_F).join(_Q, _Q.c.request_id == _F.c.request_id).where(_F.c.request_id == request_id)
             return [dict(r._mapping) for r in conn.execute(q.where(self.owned(_Q)).order_by(_F.c.id))]
+
+    def online_inputs(self, rollout_id: int) -> OnlineInputs:
+        """Rollout `rollout_id`'s requests per arm (candidate, production) and those with a positive signal."""
+        positive = (
+            select(_F.c.request_id)
+            .where(_F.c.request_id == _Q.c.request_id, _F.c.signal.in_(POSITIVE_SIGNALS))
+            .exists()
+        )
+        with self.tx() as conn:
+            q = (
+                select(_Q.c.arm, func.count(), func.count().filter(positive))
+                .where(_Q.c.rollout_id == rollout_id, self.owned(_Q))
+                .group_by(_Q.c.arm)
+            )
+            by_arm = {arm: (int(n), int(p)) for arm, n, p in conn.execute(q)}
+        c, p = by_arm.get("candidate", (0, 0)), by_arm.get("production", (0, 0))
+        return OnlineInputs(rollout_id, c[0], c[1], p[0], p[1])
 
     def counts(self) -> dict[str, int]:
         """Rows in this scope: records, feedback."""
