@@ -66,6 +66,7 @@ from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.components.loading import load_specs
 from runtime_ops.observability.logs import register_settings_secrets
+from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import Settings, get_settings
 from runtime_ops.store import open_store
@@ -171,7 +172,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
     Slack interactivity a signing secret; without them approvals fall back to signed links in the log."""
     # The pipelines' declarations are checked before anything is served: one that would let anyone approve its
     # promotions (Slack or a public URL, no approvers) stops the API here, naming the setting.
-    load_specs(settings)
+    specs = load_specs(settings)
     # Unscoped: the API serves every pipeline's requests (ids are global; each row names its pipeline).
     store = open_store(settings.resolved_database_url, settings, pipeline=None, check=True)
     link_secret = settings.resolved_link_secret()
@@ -188,6 +189,7 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         settings.dagster_url,
         notifier,
         sensor_interval_s=sensor_interval(settings),
+        online_policy=lambda pipeline: specs[pipeline].gate.online if pipeline in specs else OnlinePolicy(),
     )
     signature = None
     if settings.slack_signing_secret:

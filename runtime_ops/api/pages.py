@@ -56,6 +56,14 @@ def _evidence(view: RequestView) -> str:
     return html
 
 
+def _online(view: RequestView) -> str:
+    """The online evidence beside the offline: the deciding signal first, each line with its query count."""
+    if not view.online:
+        return ""
+    items = "".join(f"<li>{escape(line)}</li>" for line in view.online)
+    return f"<div class=card id=online><span class=label>Online evidence (live traffic)</span><ul>{items}</ul></div>"
+
+
 def _verdict(reason: str) -> str:
     words, rest = verdict_parts(reason)
     return f"<b id=outcome-words>{escape(words)}</b>" + (f": {escape(rest)}" if rest else "")
@@ -154,6 +162,7 @@ def evidence_page(view: RequestView, approver: str) -> str:
 <div class="card verdict"><span class=label>Evaluation verdict</span>
 <div id=verdict>{_verdict(view.verdict)}</div>
 {_evidence(view)}</div>
+{_online(view)}
 {_metrics(view)}
 <p class=sub>Candidate digest <code>{escape(view.candidate_digest[:16])}…</code> (model bytes + evaluation
 report). This decision applies to exactly this candidate.</p>

@@ -19,11 +19,13 @@ from urllib.parse import urlencode
 from runtime_ops.approvals import links
 from runtime_ops.approvals.deadlines import run_deadlines
 from runtime_ops.approvals.links import LOCAL_APPROVER
+from runtime_ops.approvals.online_gate import request_evidence
 from runtime_ops.approvals.ramp import ramp_held, ramp_text
 from runtime_ops.approvals.requests import CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
+from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.policies.gate_text import interval_text
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
@@ -119,6 +121,8 @@ class Announcer:
     notifier: SlackNotifier | None = None
     emit: Callable[[str], None] = field(default=log.warning)
     sensor_interval_s: int = SENSOR_INTERVAL_S
+    # The online policy of a request's pipeline (`gate.online`): its min_queries is what the evidence shown counts to.
+    online_policy: Callable[[str], OnlinePolicy] = field(default=lambda _: OnlinePolicy())
 
     # -------------------------------------------------------------- Dagster UI links: built here only
     def run_url(self, run_id: str | None) -> str | None:
@@ -177,6 +181,7 @@ class Announcer:
             pipeline=request.get("pipeline") or "",
             question_set=question_set,
             questions=questions,
+            online=request_evidence(self.store, request, self.online_policy(pipeline)).lines(),
             next_step=next_step(
                 request,
                 production_version=report.get("production_version"),
@@ -350,7 +355,9 @@ class Announcer:
         return True
 
 
-def announcer_for(resource: ApprovalsResource, store: StateStore, slack_channel: str | None) -> Announcer:
+def announcer_for(
+    resource: ApprovalsResource, store: StateStore, slack_channel: str | None, online: OnlinePolicy | None = None
+) -> Announcer:
     """The announcer of one pipeline's requests: Slack when a bot token and the pipeline's channel are set,
     else signed links in the log. Secrets come from the settings at run time, never from resource config."""
     settings = get_settings()
@@ -365,4 +372,5 @@ def announcer_for(resource: ApprovalsResource, store: StateStore, slack_channel:
         dagster_url=resource.dagster_url,
         notifier=notifier,
         sensor_interval_s=sensor_interval(settings),
+        online_policy=lambda _: online or OnlinePolicy(),
     )

@@ -17,6 +17,7 @@ from runtime_ops.observability import tracing
 from runtime_ops.pipeline.resolve import approval_policy
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.approvals import RequestPolicy
+from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.requests import Requests
 from runtime_ops.store.registry.evaluations import Evaluations
@@ -55,12 +56,16 @@ def evaluate_gate(
     requested_by: str,
     run_id: str | None = None,
     policy: RequestPolicy | None = None,
+    online: OnlinePolicy | None = None,
     now: datetime | None = None,
 ) -> GateOutcome:
     """Judge the latest evaluation report; open (once per candidate digest) the approval request it needs.
 
     While a human decides, the candidate serves as the `canary` alias; if the request ends without approval
-    (rejected or expired) the registered compensation removes that alias again.
+    (rejected or expired) the registered compensation removes that alias again. When the pipeline requires online
+    evidence (`online.required`) a candidate the offline verdict auto-approves still opens a pending request, unless
+    it is a first model: the approvals sensor approves it once its rollout wins on live traffic
+    (`approvals/online_gate.py`), and a person may decide before that.
     """
     report = store.evaluations.latest_eval_report()
     if report is None:
@@ -75,6 +80,8 @@ def evaluate_gate(
             report,
         )
     auto = bool(verdict["auto_approve"])
+    if auto and online is not None and online.required and report.get("production_version") is not None:
+        auto = False
     # The request span's traceparent is stored on the request, so each decision (in the ops API or the CLI,
     # minutes or days later) and the promotion run link back to it.
     with tracing.approval_request_span(

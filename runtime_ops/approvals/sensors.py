@@ -1,5 +1,5 @@
-"""The approvals sensor: a recorded human decision becomes a check result and a promotion run (after its ramp, when
-the pipeline declares one: `approvals/ramp.py`)."""
+"""The approvals sensor: a recorded decision (a person's, or the online half of the gate's: `approvals/online_gate.py`)
+becomes a check result and a promotion run (after its ramp, when the pipeline declares one: `approvals/ramp.py`)."""
 
 import json
 import logging
@@ -14,6 +14,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
+from runtime_ops.approvals.online_gate import review_pending
 from runtime_ops.approvals.ramp import advance_ramp, ramp_text, stage_evidence
 from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
@@ -57,7 +58,7 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
         context: dg.SensorEvaluationContext, state: StateStoreResource, approvals: ApprovalsResource
     ) -> dg.SensorResult | dg.SkipReason:
         store = state.store().scoped(spec.name)
-        announcer = announcer_for(approvals, store, spec.approvals.slack_channel)
+        announcer = announcer_for(approvals, store, spec.approvals.slack_channel, spec.gate.online)
         return approvals_tick(context, store, announcer, spec)
 
     return approvals_sensor
@@ -112,7 +113,9 @@ def approvals_tick(
             console.warning(message)
 
     announcer.emit = emit
-    changes = announcer.tick(clock.now())
+    # Online first: a request it decides is compensated, and its Slack message updated, by the same tick.
+    online = review_pending(store, spec.gate.online, clock.now(), emit=context.log.info)
+    changes = {**online, **announcer.tick(clock.now())}
     for kind, ids in changes.items():
         if ids:
             context.log.info(f"{kind}: {', '.join(ids)}")

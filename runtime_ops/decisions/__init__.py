@@ -12,7 +12,8 @@ Where is a Slack click counted? In `decide.decide`, the call a signed link and t
                                                            └─ the `approval.decision` span, linked to the request
 
 - `decide`: `decide` (count one attempt), `refuse` (audit an attempt refused before it named a request),
-  `DecisionOutcome` (what the caller renders).
+  `decide_by_policy` (a rule decides instead of a person: the online half of the gate, from
+  `approvals/online_gate.py`, as `policy:online`), `DecisionOutcome` (what the caller renders).
 - who may decide a request and when it is decided (`RequestPolicy`, `authorise`, `tally`) is pure policy:
   `runtime_ops.policies.approvals`, below the store that applies it inside the vote's transaction.
 - `preview`: what a signed link would do if used now (the approval page's GET); pure.

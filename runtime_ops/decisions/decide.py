@@ -4,7 +4,9 @@ Slack clicks (`api/routes/slack.py`), signed links (`api/routes/approval_pages.p
 (`runtime-ops approvals approve|reject`) each authenticate their caller their own way, then call `decide`,
 and render the `DecisionOutcome` it returns (a Slack message update or ephemeral, an HTML page, a line of
 text). `refuse` audits the attempts that are refused before they can name a request (a forged or malformed
-Slack request, a tampered or expired link), so every attempt leaves an audit record.
+Slack request, a tampered or expired link), so every attempt leaves an audit record. `decide_by_policy` is the
+decision a rule takes on a pending request instead of a person (the online half of the gate: actor
+`policy:online`), through the same store, audit chain and trace.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 from runtime_ops.observability.tracing import record_approval_decision
 
-Channel = Literal["slack", "link", "cli", "api"]
+Channel = Literal["slack", "link", "cli", "api", "policy"]
 Vote = Literal["approve", "reject"]
 VOTES: frozenset[str] = frozenset({"approve", "reject"})
 
@@ -53,6 +55,26 @@ class VoteCaster(Protocol):
         link_nonce: str | None = ...,
         link_digest: str | None = ...,
     ) -> VoteResult: ...
+
+
+class PolicyDecider(Protocol):
+    """`StateStore.votes`: the call by which a rule decides a pending request."""
+
+    def decide_by_policy(
+        self,
+        request_id: str,
+        *,
+        actor: str,
+        approve: bool,
+        reason: str,
+        detail: dict[str, Any],
+        now: datetime | None = ...,
+    ) -> VoteResult: ...
+
+
+class PolicyDecisionStore(Protocol):
+    @property
+    def votes(self) -> PolicyDecider: ...
 
 
 class AuditAppender(Protocol):
@@ -147,6 +169,37 @@ def decide(
         result.request,
         request_id=request_id,
         channel=channel,
+        action=vote,
+        outcome=result.outcome,
+        start_time_ns=start,
+        now=now,
+    )
+    return DecisionOutcome(result.outcome, result.message, result.request, vote)
+
+
+def decide_by_policy(
+    store: PolicyDecisionStore,
+    request_id: str,
+    *,
+    actor: str,
+    vote: Vote,
+    reason: str,
+    now: datetime,
+    detail: dict[str, Any] | None = None,
+) -> DecisionOutcome:
+    """A policy (`actor`, e.g. `policy:online`) approves or rejects pending `request_id`: one compare-and-set with
+    its audit record (`StateStore.votes.decide_by_policy`; a request already decided stays as it is), traced like a
+    person's decision. No approver list or four-eyes rule applies: the rule is the decider, as for auto-approval."""
+    if vote not in VOTES:
+        raise ValueError(f"unknown vote {vote!r}; use approve or reject")
+    start = time.time_ns()
+    result = store.votes.decide_by_policy(
+        request_id, actor=actor, approve=vote == "approve", reason=reason, detail=detail or {}, now=now
+    )
+    record_approval_decision(
+        result.request,
+        request_id=request_id,
+        channel="policy",
         action=vote,
         outcome=result.outcome,
         start_time_ns=start,

@@ -196,6 +196,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             requested_by=_requester(context, store.retraining, store.alerts),
             run_id=context.run.run_id,
             policy=request_policy(spec),
+            online=spec.gate.online,
             now=clock.now(),
         )
         metadata: dict[str, dg.MetadataValue | str] = {"status": outcome.status}

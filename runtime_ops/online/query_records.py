@@ -44,6 +44,7 @@ class QueryRecord:
     candidate_version: int | None = None
     candidate_index: int | None = None
     rollout_id: int | None = None
+    shared_prefix: int | None = None  # interleaved only: leading ranks both rankings shared (online/credit.py)
     items: tuple[ShownItem, ...] = field(default_factory=tuple)
 
     @property

@@ -13,6 +13,8 @@
   with a normal interval, and candidate - production with a Welch (unpooled) normal interval.
 - `shadow`: overlap@k of paired result lists (mean with a normal interval) and the latency ratio as a geometric
   mean of per-query candidate / production latencies, with its interval from the mean of the log ratios.
+  `shadow_from_sums` is the same from running sums (n, Σx, Σx²) of the overlaps and log ratios, as a rollout's row
+  keeps them: a shadowed query adds to five numbers instead of a row.
 
 Verdicts are from the candidate's side: "better" when the interval lies above 0, "worse" when below, "no
 difference yet" otherwise (more queries may still tell). Pure math: no numpy, no I/O.
@@ -43,6 +45,7 @@ __all__ = [
     "preference_from_counts",
     "proportion_difference",
     "shadow",
+    "shadow_from_sums",
     "wilson",
 ]
 
@@ -294,3 +297,40 @@ def shadow(
     else:
         ratio, bounds = 1.0, Interval(0.0, math.inf)
     return Shadow(k, mean_estimate(overlaps, confidence), ratio, bounds, len(logs), confidence)
+
+
+def _mean_from_sums(n: int, total: float, squares: float, confidence: float) -> MeanEstimate:
+    """`mean_estimate` of n values known only by their sum and sum of squares."""
+    z = _z(confidence)
+    if n == 0:
+        return MeanEstimate(0.0, Interval(-math.inf, math.inf), 0, confidence)
+    mean = total / n
+    if n < 2:
+        return MeanEstimate(mean, Interval(-math.inf, math.inf), n, confidence)
+    # Σx² - n·mean² can come out a hair below 0 in floating point when all values are equal.
+    variance = max(0.0, (squares - n * mean * mean) / (n - 1))
+    half = z * math.sqrt(variance / n)
+    return MeanEstimate(mean, Interval(mean - half, mean + half), n, confidence)
+
+
+def shadow_from_sums(
+    queries: int,
+    overlap_sum: float,
+    overlap_sq_sum: float,
+    log_ratio_sum: float,
+    log_ratio_sq_sum: float,
+    k: int,
+    confidence: float = 0.95,
+) -> Shadow:
+    """`shadow` from running sums: per shadowed query one overlap@k and one log(candidate / production latency)."""
+    _count("queries", queries)
+    if queries and not 0 <= overlap_sum <= queries:
+        raise ValueError(f"an overlap sum of {overlap_sum} over {queries} queries: each overlap@k is in [0, 1]")
+    log_mean = _mean_from_sums(queries, log_ratio_sum, log_ratio_sq_sum, confidence)
+    if queries:
+        ratio = math.exp(log_mean.mean)
+        bounds = Interval(math.exp(log_mean.interval.low), math.exp(log_mean.interval.high))
+    else:
+        ratio, bounds = 1.0, Interval(0.0, math.inf)
+    overlap = _mean_from_sums(queries, overlap_sum, overlap_sq_sum, confidence)
+    return Shadow(k, overlap, ratio, bounds, queries, confidence)

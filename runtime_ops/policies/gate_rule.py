@@ -3,6 +3,9 @@
 `judge` decides on the paired bootstrap interval (`policies/bootstrap.py`) of the primary metric's mean delta,
 under a `GatePolicy` (`policies/gate_policy.py`). Kept free of I/O so the blocking asset check and the promotion
 step (which re-verifies the decision) apply literally the same rule.
+
+`judge_online` is the online half: what a pending request's live-traffic evidence (`online/evidence.py`, reduced
+here to its verdict and whether its mode may decide) does under `GatePolicy.online`.
 """
 
 from __future__ import annotations
@@ -10,15 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from runtime_ops.policies.bootstrap import Interval, paired_bootstrap, per_question
-from runtime_ops.policies.gate_policy import GatePolicy
+from runtime_ops.policies.gate_policy import GatePolicy, OnlinePolicy
 from runtime_ops.policies.gate_text import Outcome, outcome_words
 
-__all__ = ["GateVerdict", "judge", "judge_interval", "outcome_of"]
+__all__ = ["GateVerdict", "OnlineAction", "OnlineRuling", "judge", "judge_interval", "judge_online", "outcome_of"]
 
 # Metrics are means over a few hundred questions; differences below this are float noise, and
 # without it 0.62 - 0.60 (= 0.0199999...) would miss a 0.02 margin it visibly meets.
@@ -163,3 +166,54 @@ def _metric_value(metrics: Mapping[str, Any], metric: str, which: str) -> float:
     if not math.isfinite(result):
         raise ValueError(f"{which} metric {metric!r} is not finite: {result}")
     return result
+
+
+OnlineAction = Literal["approve", "reject", "wait", "none"]
+
+
+@dataclass(frozen=True)
+class OnlineRuling:
+    """What the online evidence does to a pending request: `approve` or `reject` it (by policy), `wait` (the
+    policy needs more before it may auto-approve; a person may still decide), or `none` (it changes nothing)."""
+
+    action: OnlineAction
+    reason: str
+
+
+def judge_online(
+    *,
+    policy: OnlinePolicy,
+    offline_auto_approve: bool,
+    first_model: bool,
+    verdict: str | None,
+    decides: bool = True,
+    error: str | None = None,
+) -> OnlineRuling:
+    """The online half of the gate for one pending request.
+
+    `verdict` is the rollout's evidence verdict ("better", "worse", "no difference yet", "not enough queries"; the
+    count is already in it: "worse" and "better" need `min_queries`), None when no rollout ran beside the request;
+    `decides` False for evidence that only informs (shadow); `error` when the evidence could not be computed.
+
+    - a first model has nothing to compare with: the online half is skipped;
+    - an error never approves (fail closed) and rejects nothing: the request waits;
+    - a confident loss rejects, whether or not the policy requires online evidence;
+    - with `required`, auto-approval needs the offline verdict's auto-approve AND an online "better".
+    """
+    if first_model:
+        return OnlineRuling("none", "a first model has no production to compare with: no online evidence needed")
+    if error is not None:
+        return OnlineRuling("wait", f"online evidence could not be computed ({error}): nothing is approved on it")
+    if verdict == "worse" and decides:
+        return OnlineRuling("reject", "the candidate loses to production on live traffic with confidence")
+    if not policy.required:
+        return OnlineRuling("none", "online evidence is shown, not required")
+    if not offline_auto_approve:
+        return OnlineRuling("wait", "the offline verdict does not auto-approve: a person decides")
+    if verdict is None:
+        return OnlineRuling("wait", "online evidence is required but no rollout runs beside this request")
+    if not decides:
+        return OnlineRuling("wait", "online evidence is required but a shadow rollout only informs")
+    if verdict == "better":
+        return OnlineRuling("approve", "better offline (auto-approve margin) and better on live traffic")
+    return OnlineRuling("wait", f"online evidence is required and says {verdict!r} so far")

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION, Assignment, assign
+from runtime_ops.online.credit import common_prefix
 from runtime_ops.online.interleaving import team_draft
 from runtime_ops.online.statistics import overlap_at_k
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -63,6 +64,9 @@ class Served:
     served_by: list[dict[str, Any]]
     result: SearchResult
     rollout_id: int | None = None
+    # Interleaved only: how many leading ranks both rankings shared; team draft shows them first whatever its
+    # coins, so clicks there credit neither team (online/credit.py). Logged with the request for its evidence.
+    shared_prefix: int | None = None
 
     def results(self) -> list[dict[str, Any]]:
         """The response's results: each hit, with its team when interleaved."""
@@ -188,6 +192,7 @@ class RolloutSearch:
                 [_by("team", PRODUCTION, production), _by("team", CANDIDATE, candidate)],
                 production,
                 found.id,
+                common_prefix(production.hits[0], candidate.hits[0], key=lambda h: h.chunk_id),
             )
         started = time.perf_counter()
         served = self._production(request_id, query, k, found.id)

@@ -390,3 +390,28 @@ def test_migration_0020_creates_the_tables_as_declared_and_goes_back(db_url: str
     upgrade(store.engine, get_settings())
     assert store.query_log.counts() == {"records": 0, "feedback": 0}
     store.engine.dispose()
+
+
+def test_migration_0021_adds_the_shared_prefix_and_the_rollout_index_and_goes_back(db_url: str) -> None:
+    from sqlalchemy import inspect
+
+    from runtime_ops.store.migrate import current_revision, downgrade, upgrade
+
+    store = open_store(db_url, get_settings(), pipeline=None)
+    now = datetime.now(UTC)
+    rid = new_request_id(now)
+    items = (ShownItem(1, 5, 1, "a.md", "candidate"), ShownItem(2, 6, 2, "b.md", "production"))
+    store.query_log.record([QueryRecord(rid, "demo", "search", "interleaved", now, 2, 1.0, 1, 1, candidate_version=2,
+                                        candidate_index=2, rollout_id=3, shared_prefix=1, items=items)])  # fmt: skip
+    logged = store.query_log.get(rid)
+    assert logged is not None and logged.record["shared_prefix"] == 1
+    assert "ix_query_records_rollout" in {i["name"] for i in inspect(store.engine).get_indexes("query_records")}
+    downgrade(store.engine, get_settings(), "0020")
+    assert current_revision(store.engine) == "0020"
+    inspector = inspect(store.engine)
+    assert "shared_prefix" not in {c["name"] for c in inspector.get_columns("query_records")}
+    assert "ix_query_records_rollout" not in {i["name"] for i in inspector.get_indexes("query_records")}
+    upgrade(store.engine, get_settings())
+    logged = store.query_log.get(rid)  # the record outlived the round trip, its prefix unknown again
+    assert logged is not None and logged.record["shared_prefix"] is None
+    store.engine.dispose()

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from runtime_ops.components.loading import get_spec
+from runtime_ops.online.credit import common_prefix
 from runtime_ops.online.interleaving import team_draft
 from runtime_ops.serving.rollout_search import ROLLOUT_READ_EVERY_S, RolloutSearch
 from runtime_ops.serving.search import Searcher
@@ -97,6 +98,7 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
         # Interleave: both versions, each item with its team; the request id rebuilds the list.
         teams_seen: set[str] = set()
         with_candidate: dict[str, Any] = {}
+        asked = ""
         for query in QUERIES:
             body = _search(api, headers, query)
             assert body["arm"] == "interleaved" and body["request_id"].startswith("q_")
@@ -111,7 +113,7 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
                 assert r["chunk_id"] in (production if r["team"] == "production" else candidate)
             teams_seen |= {r["team"] for r in body["results"]}
             if any(r["team"] == "candidate" for r in body["results"]):
-                with_candidate = body
+                with_candidate, asked = body, query
         assert teams_seen == {"production", "candidate"}
         # The query log keeps the arm, both versions and each shown item's team; a click credits the item's team.
         body = with_candidate
@@ -130,6 +132,12 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             "interleaved", 1, 2,
         )  # fmt: skip
         assert logged.record["rollout_id"] == rollout["id"]
+        # The rankings' shared leading prefix is logged with it: clicks there will credit neither team.
+        assert logged.record["shared_prefix"] == common_prefix(*rankings(asked))
+        inputs = store.query_log.online_inputs(rollout["id"])
+        assert len(inputs.interleaved) == len(QUERIES)  # every interleaved request, flushed with the clicked one
+        clicked_rank = next(r["rank"] for r in logged.items if r["chunk_id"] == clicked["chunk_id"])
+        assert [q.clicked for q in inputs.interleaved if q.clicked] == [(clicked_rank,)]
         assert [(i["chunk_id"], i["team"]) for i in logged.items] == [
             (r["chunk_id"], r["team"]) for r in body["results"]
         ]

@@ -139,6 +139,7 @@ class QueryLogging:
                 candidate_version=versions.get(CANDIDATE),
                 candidate_index=indexes.get(CANDIDATE),
                 rollout_id=served.rollout_id,
+                shared_prefix=served.shared_prefix,
                 query_text=query if queries.keeps_text else None,
                 query_hash=query_hash(query) if queries.keeps_hash else None,
                 session_hash=session_hash(self._session_key, session) if session is not None else None,

@@ -82,6 +82,8 @@ class RequestView:
     question_set: str = ""  # the evaluation set both models were scored on (12 hex chars; "" when unversioned)
     questions: int | None = None  # how many of its questions were scored
     next_step: str = ""  # what the decision sets in motion, and when
+    # the online evidence beside the offline, plain lines (`approvals/online_gate.RequestEvidence.lines`)
+    online: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -103,8 +105,11 @@ def _title(view: RequestView) -> str:
 
 
 def people(user_ids: Sequence[str]) -> str:
-    """Mentions, except the local identity: `<@local>` would render as an unknown user."""
-    return ", ".join(display_name(u) if u == LOCAL_APPROVER else mention(u) for u in user_ids)
+    """Mentions, except the local identity and a policy that decided (`policy:online`): `<@local>` would render as
+    an unknown user. Slack user ids have no colon."""
+    return ", ".join(
+        display_name(u) if u == LOCAL_APPROVER else escape(u) if ":" in u else mention(u) for u in user_ids
+    )
 
 
 def evaluated_on(view: RequestView) -> str:
@@ -227,7 +232,8 @@ def _actions_block(view: RequestView) -> dict[str, Any]:
 
 
 def _evidence_blocks(view: RequestView) -> list[dict[str, Any]]:
-    """The interval the gate judged and the questions whose results changed most (a shadow read of both models)."""
+    """The interval the gate judged and the questions whose results changed most (a shadow read of both models),
+    then the online evidence from live traffic beside it."""
     parts = []
     if view.interval:
         parts.append(f"*Candidate minus production:* {escape(view.interval)}")
@@ -237,9 +243,13 @@ def _evidence_blocks(view: RequestView) -> list[dict[str, Any]]:
             "*Changed most* (relevant document's rank, production → candidate):\n"
             + "\n".join(f"• {escape(truncate(line, 300))}" for line in lines)
         )
-    if not parts:
-        return []
-    return [{"type": "section", "block_id": "evidence", "text": mrkdwn("\n".join(parts), MAX_SECTION_TEXT)}]
+    blocks = []
+    if parts:
+        blocks.append({"type": "section", "block_id": "evidence", "text": mrkdwn("\n".join(parts), MAX_SECTION_TEXT)})
+    if view.online:
+        text = "*Online (live traffic):*\n" + "\n".join(f"• {escape(truncate(line, 600))}" for line in view.online)
+        blocks.append({"type": "section", "block_id": "online", "text": mrkdwn(text, MAX_SECTION_TEXT)})
+    return blocks
 
 
 def _next_step_blocks(view: RequestView) -> list[dict[str, Any]]:

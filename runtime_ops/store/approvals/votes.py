@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, bindparam, func, select
+from sqlalchemy import Engine, and_, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from runtime_ops.policies.approvals import authorise, tally
@@ -142,6 +142,43 @@ class Votes(Repository):
             with self.tx() as conn:
                 seen = conn.execute(_DELIVERY, {"k": dedupe_key}).one()
                 return VoteResult("duplicate_delivery", seen.message, self._requests.get_request_in(conn, request_id))
+
+    def decide_by_policy(
+        self,
+        request_id: str,
+        *,
+        actor: str,
+        approve: bool,
+        reason: str,
+        detail: dict[str, Any],
+        now: datetime | None = None,
+    ) -> VoteResult:
+        """A policy decides a pending request (no vote: the rule is the decider, as for an auto-approval): lock the
+        row, compare-and-set pending → approved/rejected with `actor` and `reason`, and audit it, in one transaction.
+        `already_decided` when a person (or the deadline) got there first; nothing changes then."""
+        now = now or utcnow()
+        status = "approved" if approve else "rejected"
+        with self.tx() as conn:
+            row = conn.execute(_ANY_REQUEST_FOR_UPDATE, {"rid": request_id, "actor": actor}).first()
+            if row is None or (self.pipeline is not None and row.pipeline != self.pipeline):
+                return VoteResult("unknown_request", f"there is no approval request {request_id!r}", None)
+            request = {k: v for k, v in row._mapping.items() if k not in ("n_approvals", "n_rejects", "n_mine")}
+            if request["status"] != OPEN:
+                return VoteResult("already_decided", f"{request_id} is already {request['status']}", request)
+            changes = {"status": status, "decided_at": now, "decided_by": actor, "decision_reason": reason}
+            conn.execute(update(_R).where(and_(_R.c.id == request_id, _R.c.status == OPEN)).values(**changes))
+            self._audit.append_in(
+                conn,
+                event="decided",
+                request_id=request_id,
+                actor=actor,
+                channel="policy",
+                outcome=status,
+                detail={"reason": reason, **detail},
+                now=now,
+            )
+            request.update(changes)
+            return VoteResult("accepted", f"{request_id} {status} by {actor}", request)
 
     def _vote_locked(
         self,

@@ -8,20 +8,22 @@ another pipeline's records and reads only its own.
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import and_, delete, func, insert, select
 
-from runtime_ops.online.evidence import POSITIVE_SIGNALS, OnlineInputs
+from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION
+from runtime_ops.online.evidence import POSITIVE_SIGNALS, ArmRequests, InterleavedQuery, OnlineInputs, ShadowSums
 from runtime_ops.online.query_records import QueryRecord
 from runtime_ops.store import schema as t
 from runtime_ops.store.engine import upsert
 from runtime_ops.store.scope import Repository
 
-_Q, _F = t.query_records, t.feedback
+_Q, _F, _RO = t.query_records, t.feedback, t.rollouts
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ def _row(r: QueryRecord) -> dict[str, Any]:
         "candidate_version": r.candidate_version,
         "candidate_index": r.candidate_index,
         "rollout_id": r.rollout_id,
+        "shared_prefix": r.shared_prefix,
         "items": [
             {
                 "rank": i.rank,
@@ -106,23 +109,6 @@ class QueryLog(Repository):
             q = select(_F).join(_Q, _Q.c.request_id == _F.c.request_id).where(_F.c.request_id == request_id)
             return [dict(r._mapping) for r in conn.execute(q.where(self.owned(_Q)).order_by(_F.c.id))]
 
-    def online_inputs(self, rollout_id: int) -> OnlineInputs:
-        """Rollout `rollout_id`'s requests per arm (candidate, production) and those with a positive signal."""
-        positive = (
-            select(_F.c.request_id)
-            .where(_F.c.request_id == _Q.c.request_id, _F.c.signal.in_(POSITIVE_SIGNALS))
-            .exists()
-        )
-        with self.tx() as conn:
-            q = (
-                select(_Q.c.arm, func.count(), func.count().filter(positive))
-                .where(_Q.c.rollout_id == rollout_id, self.owned(_Q))
-                .group_by(_Q.c.arm)
-            )
-            by_arm = {arm: (int(n), int(p)) for arm, n, p in conn.execute(q)}
-        c, p = by_arm.get("candidate", (0, 0)), by_arm.get("production", (0, 0))
-        return OnlineInputs(rollout_id, c[0], c[1], p[0], p[1])
-
     def counts(self) -> dict[str, int]:
         """Rows in this scope: records, feedback."""
         with self.tx() as conn:
@@ -146,3 +132,50 @@ class QueryLog(Repository):
                 conn.execute(delete(_F).where(_F.c.request_id.in_(old)))
                 conn.execute(delete(_Q).where(_Q.c.request_id.in_(old)))
             deleted += len(old)
+
+    def online_inputs(self, rollout_id: int) -> OnlineInputs:
+        """What rollout `rollout_id`'s evidence needs (`online.evidence`): its requests by arm, the ranks of their
+        positive feedback, and its shadow sums. Three reads: the rollout row, its requests (by the partial index on
+        rollout_id), and their positive feedback. An unknown rollout (or another pipeline's) reads as empty."""
+        with self.tx() as conn:
+            row = conn.execute(select(_RO).where(_RO.c.id == rollout_id, self.owned(_RO))).first()
+            if row is None:
+                return OnlineInputs(rollout_id=rollout_id)
+            mine = and_(_Q.c.rollout_id == rollout_id, self.owned(_Q))
+            records = conn.execute(
+                select(_Q.c.request_id, _Q.c.arm, _Q.c.k, _Q.c["items"], _Q.c.shared_prefix).where(mine)
+            ).all()
+            ids = select(_Q.c.request_id).where(mine)
+            feedback = conn.execute(
+                select(_F.c.request_id, _F.c.chunk_id).where(
+                    _F.c.request_id.in_(ids), _F.c.signal.in_(POSITIVE_SIGNALS)
+                )
+            ).all()
+        positive: dict[str, set[int]] = defaultdict(set)
+        for f in feedback:
+            positive[f.request_id].add(int(f.chunk_id))
+        interleaved: list[InterleavedQuery] = []
+        alone: dict[str, list[int | None]] = {PRODUCTION: [], CANDIDATE: []}
+        for r in records:
+            liked = positive.get(r.request_id, set())
+            ranks = sorted(int(i["rank"]) for i in r.items if int(i["chunk_id"]) in liked)
+            if r.arm == INTERLEAVED:
+                teams = tuple(str(i["team"]) for i in sorted(r.items, key=lambda i: int(i["rank"])))
+                interleaved.append(InterleavedQuery(teams, tuple(ranks), int(r.shared_prefix or 0)))
+            elif r.arm in alone:
+                alone[r.arm].append(ranks[0] if ranks else None)
+        ks = Counter(int(r.k) for r in records)
+        return OnlineInputs(
+            rollout_id=rollout_id,
+            interleaved=tuple(interleaved),
+            candidate=ArmRequests(tuple(alone[CANDIDATE])),
+            production=ArmRequests(tuple(alone[PRODUCTION])),
+            shadow=ShadowSums(
+                queries=int(row.shadow_queries),
+                overlap_sum=float(row.shadow_overlap_sum),
+                overlap_sq_sum=float(row.shadow_overlap_sq_sum),
+                log_latency_ratio_sum=float(row.shadow_log_latency_ratio_sum),
+                log_latency_ratio_sq_sum=float(row.shadow_log_latency_ratio_sq_sum),
+                k=ks.most_common(1)[0][0] if ks else 10,
+            ),
+        )

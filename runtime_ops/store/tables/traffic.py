@@ -20,6 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from runtime_ops.store.tables.base import UTCDateTime, metadata
@@ -43,10 +44,19 @@ query_records = Table(
     Column("candidate_version", Integer),
     Column("candidate_index", Integer),
     Column("rollout_id", Integer),
+    # Interleaved requests only: how many leading ranks both rankings shared (clicks there credit neither team).
+    Column("shared_prefix", Integer),
     # [{"rank": 1, "chunk_id": 57, "document_id": 12, "document_key": "a.md", "team": null}, ...] in rank order
     Column("items", JSON, nullable=False),
-    # Retention deletes a pipeline's records by age; no other index: each one is paid on every logged request.
+    # Retention deletes a pipeline's records by age. Every index is paid on every logged request, so the one a
+    # rollout's evidence reads by holds rollout requests only (a partial index): requests outside a rollout skip it.
     Index("ix_query_records_pipeline_created", "pipeline", "created_at"),
+    Index(
+        "ix_query_records_rollout",
+        "rollout_id",
+        sqlite_where=text("rollout_id IS NOT NULL"),
+        postgresql_where=text("rollout_id IS NOT NULL"),
+    ),
 )
 
 feedback = Table(
