@@ -43,7 +43,7 @@ EvidenceOf = Callable[[int], StageEvidence]
 @dataclass(frozen=True)
 class RampMove:
     """What one tick did with an approved request's ramp: launch its promotion now, and what to log ("": nothing
-    happened); `rolled_back` when this tick rolled it back (announced once)."""
+    changed); `rolled_back` when the ramp has rolled back (this tick or before: its announcement is owed until made)."""
 
     promote: bool
     message: str = ""
@@ -85,8 +85,8 @@ def advance_ramp(
     stage = int(last["stage"])
     if last["status"] == COMPLETED and stage == len(ramp) - 1:
         return RampMove(True, f"{rid}: the ramp passed; promotion launches")  # a tick that failed after completing
-    if last["status"] != ACTIVE:
-        return RampMove(False)  # rolled back or halted: held for good, or for a person (the page says how)
+    if last["status"] != ACTIVE:  # rolled back or halted: held for good, or for a person (the page says how)
+        return RampMove(False, rolled_back=last["status"] == ROLLED_BACK)
     if stage >= len(ramp):
         store.rollouts.stop(
             reason=f"ramp halted: the declared ramp {list(ramp)} has no stage {stage + 1} any more",

@@ -80,18 +80,23 @@ def _anchor(context: dg.SensorEvaluationContext, audit_log: Audit) -> None:
 def _ramp_passed(
     context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec, request: dict[str, Any]
 ) -> bool:
-    """One tick of an approved request's ramp (`approvals/ramp.py`): True when its promotion launches now. A roll
-    back is said at once: the message is brought up to date and a thread reply (or a log line) says why."""
+    """One tick of an approved request's ramp (`approvals/ramp.py`): True when its promotion launches now. What
+    changed is shown at once (the message brought up to date); a roll back is also said in a thread reply (or a log
+    line), once, through the effects ledger: a Slack outage delays it to a later tick, never loses it."""
     now = clock.now()
     move = advance_ramp(store, spec.rollout, request, stage_evidence(store, spec.rollout), now)
     if move.message:
         context.log.info(move.message)
-    if move.rolled_back:
+    if move.message or move.rolled_back:
         current = store.requests.get_request(request["id"]) or request
-        announcer.sync_message(current)
-        announcer.note(
-            current, f"ramp_rolled_back:{request['id']}", ramp_text(current, store.rollouts.stages(request["id"])), now
-        )
+        try:
+            if move.message:
+                announcer.sync_message(current)
+            if move.rolled_back:
+                text = ramp_text(current, store.rollouts.stages(request["id"]))
+                announcer.note(current, f"ramp_rolled_back:{request['id']}", text, now)
+        except Exception as exc:  # Slack down: the decision stands; the next tick says it
+            context.log.warning(f"could not announce the ramp of {request['id']} ({type(exc).__name__}: {exc})")
     return move.promote
 
 

@@ -8,6 +8,7 @@ seeded) search and click while the approvals sensor ticks.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import time
@@ -31,14 +32,19 @@ from runtime_ops.tags import APPROVAL_TAG
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.support.own_corpus import declare_pipeline
+from runtime_ops_tests.support.slack_server import SlackServer
 
 K = 5
+CHANNEL = "C0RAMP"
 LANDED = ("stdlib/data/", "stdlib/text/")
-ROLLOUT = "  rollout: {mode: canary, share: 0.05, min_queries: 25, max_duration: 2d, ramp: [0.5, 1.0]}\n"
+ROLLOUT = (
+    "  rollout: {mode: canary, share: 0.05, min_queries: 25, max_duration: 2d, ramp: [0.5, 1.0]}\n"
+    f"  approvals: {{slack_channel: {CHANNEL}, approvers: [alice]}}\n"
+)
 
 
 def _candidate_pending(
-    env: Any, instance: Any, tmp_path: Path, database_url: str | None, embedder: str = ""
+    env: Any, instance: Any, tmp_path: Path, database_url: str | None, embedder: str = "", **settings: str
 ) -> tuple[StateStore, dict[str, Any], Flow]:
     """Production v1 (lsa, 128 dimensions) serving; then candidate v2 trained with `embedder` (defs.yaml's, when
     given) on the whole corpus, waiting for a person, its pre-approval canary running beside the request."""
@@ -48,7 +54,9 @@ def _candidate_pending(
         landing=str(landing),
         RUNTIME_OPS_PIPELINES_DIR=str(pipelines),
         **NEEDS_A_HUMAN,
+        RUNTIME_OPS_QUERY_LOG_FLUSH_S="0.2",  # a click waits for its request to be written
         **({"database_url": database_url} if database_url else {}),
+        **settings,
     )
     store, _ = serving_v1(landing, instance)
     if embedder:
@@ -116,7 +124,7 @@ def _page(request: dict[str, Any], api: ApiServer) -> str:
     return page.text
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=55)  # alone on 2 cores (Dec 2026), each backend
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
     backend: str,
@@ -127,11 +135,25 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+    slack = SlackServer().start()
+    request.addfinalizer(slack.stop)
     store, pending, flow = _candidate_pending(
-        env, dagster_instance, tmp_path, url, embedder="  embedder: {kind: lsa, dim: 2}\n"
+        env,
+        dagster_instance,
+        tmp_path,
+        url,
+        embedder="  embedder: {kind: lsa, dim: 2}\n",
+        SLACK_BOT_TOKEN="xoxb-test-token",
+        SLACK_APPROVAL_CHANNEL=CHANNEL,
+        SLACK_API_URL=slack.base_url,
     )
     rid = pending["id"]
+    assert flow.tick("approvals_sensor") == []  # announced in Slack
+    announced = store.requests.get_request(rid)
+    assert announced is not None and announced["slack_ts"]
+    ts = announced["slack_ts"]
     assert operator_cli(["approvals", "approve", rid, "--as", "alice"]) == 0
+    assert "starts the ramp (50%, 100% of sessions)" in capsys.readouterr().out
 
     # Approved: no promotion yet; the canary beside the request gives way to stage 0 of the ramp, at half the sessions.
     assert flow.tick("approvals_sensor") == []
@@ -140,6 +162,7 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
     assert stage0["candidate_version"] == 2 and stage0["production_version"] == 1
     before = [r for r in store.rollouts.history() if r["id"] != stage0["id"]]
     assert before[0]["status"] == "stopped" and before[0]["reason"] == "approved: ramp starts"
+    assert "Ramping: the candidate serves stage 1 (50% of sessions)" in json.dumps(slack.messages[ts]["blocks"])
 
     headers = {"Authorization": f"Bearer {store.api_keys.create('ramp-users', ['search']).key}"}
     with ApiServer(get_settings()) as api:
@@ -165,6 +188,11 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
             served = httpx.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30).json()
             assert (served["arm"], served["model_version"], served["index_id"]) == ("production", 1, serving["id"])
 
+        # Slack: the request's message says it, and one thread reply does (a tick run again says nothing twice).
+        assert "Rolled back automatically" in json.dumps(slack.messages[ts]["blocks"])
+        [reply] = slack.thread_replies(ts)
+        assert "Rolled back automatically: stage 1/2 (50% of sessions): the candidate loses online" in reply["text"]
+
         # The approver's page says what happened and that this approval can never promote the candidate.
         page = _page(store.requests.get_request(rid) or pending, api)
         assert "Rolled back automatically: stage 1/2 (50% of sessions): the candidate loses online" in page, page
@@ -182,7 +210,7 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
     assert store.registry.alias("production") == 1
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=85)  # alone on 2 cores (Dec 2026)
 def test_a_candidate_that_does_not_lose_steps_through_the_ramp_and_is_promoted_once(
     env: Any, dagster_instance: Any, tmp_path: Path
 ) -> None:
