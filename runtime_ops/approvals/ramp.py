@@ -30,7 +30,7 @@ from runtime_ops.online.evidence import online_evidence
 from runtime_ops.online.rollout_plan import StageEvidence, next_step
 from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.store import StateStore
-from runtime_ops.store.serving.rollouts import ACTIVE, CANARY, COMPLETED, ROLLED_BACK, STOPPED
+from runtime_ops.store.serving.rollouts import ACTIVE, CANARY, COMPLETED, ROLLED_BACK, STOPPED, RolloutConflict
 from runtime_ops.tags import PRODUCTION_ALIAS
 
 POLICY_ACTOR = "policy:online"
@@ -57,7 +57,17 @@ def _share(share: float) -> str:
 def advance_ramp(
     store: StateStore, plan: RolloutSpec, request: dict[str, Any], evidence_of: EvidenceOf, now: datetime
 ) -> RampMove:
-    """One tick of the ramp of approved `request` (see the module docstring)."""
+    """One tick of the ramp of approved `request` (see the module docstring). Another request's rollout holding
+    the pipeline's one active slot makes it wait (said in the log), never fails the tick."""
+    try:
+        return _advance(store, plan, request, evidence_of, now)
+    except RolloutConflict as exc:
+        return RampMove(False, f"{request['id']}: the ramp waits: {exc}")
+
+
+def _advance(
+    store: StateStore, plan: RolloutSpec, request: dict[str, Any], evidence_of: EvidenceOf, now: datetime
+) -> RampMove:
     rid = request["id"]
     stages = store.rollouts.stages(rid)
     ramp = plan.ramp

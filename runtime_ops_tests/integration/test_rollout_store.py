@@ -202,3 +202,30 @@ def test_a_ramp_stage_at_its_deadline_without_enough_queries_halts_and_promotes_
     assert "Nothing was promoted" in text and f"promote --approval {request['id']}" in text
     assert _events(scoped, request["id"])[-2:] == [("rollout_started", "canary"), ("rollout_stopped", "stopped")]
     assert scoped.audit_log.verify().ok
+
+
+def test_a_ramp_waits_while_another_rollout_holds_the_pipeline(store: StateStore) -> None:
+    from runtime_ops.approvals.ramp import advance_ramp
+    from runtime_ops.online.rollout_plan import StageEvidence
+    from runtime_ops.pipeline.spec import RolloutSpec
+
+    approved, index_id = _pending(store, "a")
+    _start(store, approved, index_id, mode="canary")
+    store.rollouts.stop(reason="test", actor="test")
+    # Another rollout holds the pipeline's one active slot (here one beside no request).
+    _start(store, {**approved, "id": None}, index_id)
+    assert store.votes.cast_vote(approved["id"], actor="alice", approve=True, channel="cli").outcome == "accepted"
+    plan, now = RolloutSpec(mode="canary", ramp=(0.5, 1.0)), datetime(2026, 12, 5, 9, tzinfo=UTC)
+
+    def unused(rollout_id: int) -> StageEvidence:
+        raise AssertionError("no stage runs yet")
+
+    waiting = advance_ramp(store, plan, approved, unused, now)
+    assert (
+        not waiting.promote
+        and "the ramp waits" in waiting.message
+        and "already has an active rollout" in waiting.message
+    )
+    assert store.rollouts.stages(approved["id"]) == []
+    store.rollouts.stop(reason="test", actor="test")
+    assert "ramp stage 1/2 started" in advance_ramp(store, plan, approved, unused, now).message

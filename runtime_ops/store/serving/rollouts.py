@@ -172,9 +172,11 @@ class Rollouts(Repository):
             return row_dict(conn.execute(q).first())
 
     def for_request(self, approval_id: str) -> dict[str, Any] | None:
-        """The newest rollout beside approval request `approval_id` (any status), or None."""
+        """The newest rollout that ran beside approval request `approval_id` while it waited (any status), or None:
+        the one its online evidence comes from. Its ramp stages after approval are `stages`."""
         with self.tx() as conn:
-            q = select(_RO).where(_RO.c.approval_id == approval_id, self.owned(_RO)).order_by(_RO.c.id.desc())
+            mine = [_RO.c.approval_id == approval_id, _RO.c.stage.is_(None), self.owned(_RO)]
+            q = select(_RO).where(*mine).order_by(_RO.c.id.desc())
             return row_dict(conn.execute(q.limit(1)).first())
 
     def history(self, limit: int = 20) -> list[dict[str, Any]]:
