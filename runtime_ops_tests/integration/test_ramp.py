@@ -210,7 +210,7 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
     assert store.registry.alias("production") == 1
 
 
-@pytest.mark.slow(seconds=85)  # alone on 2 cores (Dec 2026)
+@pytest.mark.slow(seconds=60)  # alone on 2 cores (Dec 2026)
 def test_a_candidate_that_does_not_lose_steps_through_the_ramp_and_is_promoted_once(
     env: Any, dagster_instance: Any, tmp_path: Path
 ) -> None:
