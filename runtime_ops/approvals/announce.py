@@ -20,6 +20,7 @@ from runtime_ops.approvals import links
 from runtime_ops.approvals.deadlines import run_deadlines
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.online_gate import request_evidence
+from runtime_ops.approvals.ramp import ramp_held, ramp_text
 from runtime_ops.approvals.requests import CANARY_COMPENSATION
 from runtime_ops.approvals.slack.blocks import RequestView
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
@@ -62,9 +63,14 @@ def evaluated_on(report: dict[str, Any]) -> tuple[str, int | None]:
     return version, int(count) if count is not None else None
 
 
-def next_step(request: dict[str, Any], *, production_version: int | None, approvals: int, interval_s: int) -> str:
-    """What the votes recorded on `request` set in motion, and when; "" before the first vote."""
+def next_step(
+    request: dict[str, Any], *, production_version: int | None, approvals: int, interval_s: int, ramp: str = ""
+) -> str:
+    """What the votes recorded on `request` set in motion, and when; "" before the first vote. `ramp`: what its
+    ramp after approval says (`approvals/ramp.py`), which is the next step of an approved request that has one."""
     status = request["status"]
+    if status == "approved" and ramp:
+        return ramp
     soon = f"within ~{interval_s} s"
     target = f"v{request['candidate_version']}"
     launched = request.get("promotion_run_id")
@@ -99,8 +105,11 @@ def next_step(request: dict[str, Any], *, production_version: int | None, approv
     return ""
 
 
-def view_state(request: dict[str, Any], approvals: int) -> str:
-    return f"{request['status']}|{approvals}|{int(bool(request.get('escalated_at')))}"
+def view_state(request: dict[str, Any], approvals: int, stages: list[dict[str, Any]] | None = None) -> str:
+    """What a message shows, in the 16 characters `slack_status` keeps: a message whose state differs is updated. A
+    ramp adds its last stage and that stage's status initial (`2a`: stage 2 active; `0r`: rolled back at stage 0)."""
+    ramp = f"|{stages[-1]['stage']}{stages[-1]['status'][0]}" if stages else ""
+    return f"{request['status']}|{approvals}|{int(bool(request.get('escalated_at')))}{ramp}"
 
 
 @dataclass
@@ -144,6 +153,8 @@ class Announcer:
         approvals = [v["actor"] for v in votes if v["vote"] == "approve"]
         pipeline = request.get("pipeline") or "demo"
         question_set, questions = evaluated_on(report)
+        stages = self.store.rollouts.stages(request["id"])
+        ramp = ramp_text(request, stages)
         return RequestView(
             request_id=request["id"],
             candidate_version=request["candidate_version"],
@@ -161,7 +172,8 @@ class Announcer:
             dagster_run_url=self.run_url(request.get("run_id")),
             candidate_url=self.asset_url(pipeline, "embedding_model"),
             report_url=self.asset_url(pipeline, "evaluation_report"),
-            promotion_runs_url=self.promotion_runs_url(request),
+            # A ramp that rolled back or halted launches no run: nothing to watch.
+            promotion_runs_url=None if ramp_held(stages) else self.promotion_runs_url(request),
             page_url=None,
             expires_at=request.get("expire_at"),
             escalated=bool(request.get("escalated_at")),
@@ -175,6 +187,7 @@ class Announcer:
                 production_version=report.get("production_version"),
                 approvals=len(approvals),
                 interval_s=self.sensor_interval_s,
+                ramp=ramp,
             ),
         )
 
@@ -301,6 +314,22 @@ class Announcer:
             request["id"], now=now, channel=channel, detail={"to": approvers}
         )
 
+    def note(self, request: dict[str, Any], key: str, text: str, now: datetime) -> None:
+        """Say `text` once about `request` (`key` names the occasion): a reply in its Slack thread, else the log.
+        Under the effects ledger, so a tick run again does not say it twice."""
+        claim = self.store.effects.claim_effect(key, "notify", OWNER, now=now, stale_after=NOTIFY_STALE_AFTER)
+        if claim.action in ("busy", "skip"):
+            return
+        try:
+            if self.notifier is not None and request.get("slack_ts"):
+                self.notifier.post_thread(request["slack_channel"], request["slack_ts"], text)
+            else:
+                self.emit(f"approval request {request['id']}: {text}")
+        except Exception as exc:
+            self.store.effects.fail_effect(key, f"{type(exc).__name__}: {exc}")
+            raise
+        self.store.effects.finish_effect(key, {"said": text[:200]}, now=now)
+
     def after_decision(self, request_id: str, response_url: str | None = None) -> None:
         """Show a counted vote in Slack: update the request's message, or, for a message we did not post (no
         ts recorded), replace it through the click's `response_url`. Runs after the HTTP response."""
@@ -316,10 +345,10 @@ class Announcer:
         """Bring a request's Slack message up to date with its state; True when it was updated."""
         if self.notifier is None or not request.get("slack_ts"):
             return False
-        # The state first, from the votes alone: building the view reads the report and the online evidence (every
-        # record of the rollout beside the request), which only a message that changed needs.
+        # The state first, from the votes and the ramp's stages alone: building the view reads the report and the
+        # online evidence (every record of the rollout beside the request), which only a message that changed needs.
         approvals = sum(1 for v in self.store.votes.for_request(request["id"]) if v["vote"] == "approve")
-        state = view_state(request, approvals)
+        state = view_state(request, approvals, self.store.rollouts.stages(request["id"]))
         if state == request.get("slack_status"):
             return False
         view = self.view(request)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runtime_ops.approvals.ramp import ramp_refusal
 from runtime_ops.command_hint import cli
 from runtime_ops.observability import tracing
 from runtime_ops.pipeline.resolve import approval_policy
@@ -20,6 +21,7 @@ from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.requests import Requests
 from runtime_ops.store.registry.evaluations import Evaluations
+from runtime_ops.store.serving.rollouts import Rollouts
 from runtime_ops.tags import CANARY_ALIAS
 
 
@@ -135,12 +137,13 @@ def outcome_for(request: dict[str, Any], report: dict[str, Any] | None) -> GateO
 
 
 def verify_promotion(
-    evaluations: Evaluations, requests: Requests, *, approval_id: str | None = None
+    evaluations: Evaluations, requests: Requests, rollouts: Rollouts, *, approval_id: str | None = None
 ) -> tuple[int, dict[str, Any]]:
     """Re-verify, independently of any check, that the current candidate may be promoted.
 
     Returns (candidate version, approved request). The decision must be for this exact candidate digest
-    (model bytes + evaluation report), so an approval shown for one candidate never promotes another.
+    (model bytes + evaluation report), so an approval shown for one candidate never promotes another; and an
+    approval whose ramp rolled back (the candidate lost online) never promotes at all.
     """
     report = evaluations.latest_eval_report()
     if report is None:
@@ -169,6 +172,9 @@ def verify_promotion(
     outcome = outcome_for(request, report)
     if not outcome.passed:
         raise PromotionRefused(f"refusing to promote: {outcome.message}", outcome.status)
+    refusal = ramp_refusal(rollouts.stages(request["id"]))
+    if refusal is not None:
+        raise PromotionRefused(f"refusing to promote candidate v{version} ({request['id']}): {refusal}", "rolled_back")
     return version, request
 
 

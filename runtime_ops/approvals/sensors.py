@@ -1,5 +1,5 @@
 """The approvals sensor: a recorded decision (a person's, or the online half of the gate's: `approvals/online_gate.py`)
-becomes a check result and a promotion run."""
+becomes a check result and a promotion run (after its ramp, when the pipeline declares one: `approvals/ramp.py`)."""
 
 import json
 import logging
@@ -15,6 +15,7 @@ from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
 from runtime_ops.approvals.online_gate import review_pending
+from runtime_ops.approvals.ramp import advance_ramp, ramp_text, stage_evidence
 from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
@@ -76,6 +77,29 @@ def _anchor(context: dg.SensorEvaluationContext, audit_log: Audit) -> None:
         context.log.info(f"anchored the audit heads of {len(anchor.heads)} chains in {sink.where}")
 
 
+def _ramp_passed(
+    context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec, request: dict[str, Any]
+) -> bool:
+    """One tick of an approved request's ramp (`approvals/ramp.py`): True when its promotion launches now. What
+    changed is shown at once (the message brought up to date); a roll back is also said in a thread reply (or a log
+    line), once, through the effects ledger: a Slack outage delays it to a later tick, never loses it."""
+    now = clock.now()
+    move = advance_ramp(store, spec.rollout, request, stage_evidence(store, spec.rollout), now)
+    if move.message:
+        context.log.info(move.message)
+    if move.message or move.rolled_back:
+        current = store.requests.get_request(request["id"]) or request
+        try:
+            if move.message:
+                announcer.sync_message(current)
+            if move.rolled_back:
+                text = ramp_text(current, store.rollouts.stages(request["id"]))
+                announcer.note(current, f"ramp_rolled_back:{request['id']}", text, now)
+        except Exception as exc:  # Slack down: the decision stands; the next tick says it
+            context.log.warning(f"could not announce the ramp of {request['id']} ({type(exc).__name__}: {exc})")
+    return move.promote
+
+
 def approvals_tick(
     context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec
 ) -> dg.SensorResult | dg.SkipReason:
@@ -110,20 +134,6 @@ def approvals_tick(
         if run is not None:
             store.notifications.mark_request_launched(request["id"], run.run_id)
             continue
-        requests.append(
-            dg.RunRequest(
-                run_key=request["id"],
-                job_name=spec.qualified("promotion_job"),
-                tags={
-                    **spec.lifecycle_tags,
-                    APPROVAL_TAG: request["id"],
-                    **GATED_RUN_TAGS,
-                    # The promotion's step spans link to the span that opened the request (see observe_step).
-                    **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
-                },
-                run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
-            )
-        )
         if request["id"] not in reported:
             outcome = outcome_for(request, store.evaluations.get_eval_report(request["eval_report_id"]))
             events.append(
@@ -138,6 +148,22 @@ def approvals_tick(
                 )
             )
             reported.append(request["id"])
+        if spec.rollout.ramps and not _ramp_passed(context, store, announcer, spec, request):
+            continue
+        requests.append(
+            dg.RunRequest(
+                run_key=request["id"],
+                job_name=spec.qualified("promotion_job"),
+                tags={
+                    **spec.lifecycle_tags,
+                    APPROVAL_TAG: request["id"],
+                    **GATED_RUN_TAGS,
+                    # The promotion's step spans link to the span that opened the request (see observe_step).
+                    **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
+                },
+                run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
+            )
+        )
     if not requests and not events:
         done = ", ".join(f"{k} {len(v)}" for k, v in changes.items() if v)
         return dg.SkipReason(f"no new decisions{'; ' + done if done else ''}")

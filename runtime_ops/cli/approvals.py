@@ -13,7 +13,7 @@ from runtime_ops import clock
 from runtime_ops.approvals.operators import OperatorRefused, operator
 from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
-from runtime_ops.components.loading import get_spec
+from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.decisions.decide import decide
 from runtime_ops.errors import UserError
 from runtime_ops.locks.factory import open_locker
@@ -68,6 +68,14 @@ def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: st
         return None
 
 
+def _ramps(pipeline: str | None) -> bool:
+    """The pipeline ramps an approved candidate up before promoting it (False when it is no longer declared)."""
+    try:
+        return pipeline is not None and get_spec(pipeline).rollout.ramps
+    except PipelineConfigError:
+        return False
+
+
 def _decide(args: argparse.Namespace, approve: bool) -> int:
     store = request_store(args.request_id)
     actor = _authenticate(store, args, request_id=args.request_id, action="approve" if approve else "reject")
@@ -89,7 +97,15 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     )
     print(outcome.message)
     if outcome.decided and approve:
-        print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
+        if _ramps(store.pipeline):
+            plan = get_spec(store.pipeline).rollout
+            shares = ", ".join(f"{s:.0%}" for s in plan.ramp)
+            print(
+                f"The approvals sensor starts the ramp ({shares} of sessions) on its next tick; the promotion run "
+                "launches after its last stage shows no loss, and a loss rolls it back."
+            )
+        else:
+            print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
     return 0 if outcome.counted else 1
 
 
@@ -117,7 +133,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
     else:
         store = state_store(get_spec(args.pipeline).name)
     try:
-        version, request = verify_promotion(store.evaluations, store.requests, approval_id=args.approval)
+        version, request = verify_promotion(
+            store.evaluations, store.requests, store.rollouts, approval_id=args.approval
+        )
     except PromotionRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -55,7 +55,7 @@ def promote(
 
     approval_id = config.approval_id or context.run.tags.get(APPROVAL_TAG)
     try:
-        version, request = verify_promotion(store.evaluations, store.requests, approval_id=approval_id)
+        version, request = verify_promotion(store.evaluations, store.requests, store.rollouts, approval_id=approval_id)
     except PromotionRefused as exc:
         if exc.status == "pending" and approval_id is None and gate_waits_in_this_run(context, spec):
             production = store.registry.alias(PRODUCTION_ALIAS)

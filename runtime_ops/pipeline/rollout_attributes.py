@@ -33,7 +33,8 @@ class RolloutAttributes(dg.Resolvable, dg.Model):
     )
     ramp: list[float] = Field(
         default_factory=lambda: list(RolloutSpec.ramp),
-        description="After approval, the shares the candidate steps through; increasing, ending at 1.0.",
+        description="After approval, the canary shares the candidate steps through before it is promoted; "
+        "increasing, ending at 1.0 ([]: promote at once).",
     )
 
     @field_validator("mode")

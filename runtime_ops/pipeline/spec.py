@@ -211,8 +211,9 @@ class RolloutSpec:
 
     shadow: a sampled `share` of requests also runs on the candidate, off the response path, and only the comparison
     is kept; interleave: a `share` of requests is served a team-draft interleaving of both models' results;
-    canary: a sticky `share` of sessions is served by the candidate alone. `ramp`: the shares a rollout after
-    approval steps through (increasing, ending at 1.0); `min_queries` and `max_duration` bound each rollout.
+    canary: a sticky `share` of sessions is served by the candidate alone. `ramp`: the shares a canary after
+    approval steps through (increasing, ending at 1.0; `[]`: promote at once); `min_queries` and `max_duration` bound
+    each rollout and each ramp stage (`online/rollout_plan.py`).
     """
 
     mode: str = "off"
@@ -239,11 +240,17 @@ class RolloutSpec:
     def enabled(self) -> bool:
         return self.mode != "off"
 
+    @property
+    def ramps(self) -> bool:
+        """An approved candidate ramps up before it is promoted (a rollout mode and a non-empty ramp)."""
+        return self.enabled and bool(self.ramp)
+
 
 def check_ramp(ramp: tuple[float, ...] | list[float]) -> None:
-    """A ramp is one or more shares in (0, 1], strictly increasing, the last one 1.0 (the whole traffic)."""
+    """A ramp is shares in (0, 1], strictly increasing, the last one 1.0 (the whole traffic); `[]` is no ramp (an
+    approved candidate is promoted at once)."""
     if not ramp:
-        raise ValueError("rollout.ramp needs at least one share, ending at 1.0")
+        return
     for share in ramp:
         if isinstance(share, bool) or not 0.0 < share <= 1.0:
             raise ValueError(f"rollout.ramp: every share must be above 0 and at most 1, got {share!r}")

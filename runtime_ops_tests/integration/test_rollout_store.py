@@ -162,3 +162,70 @@ def test_a_request_gets_one_rollout_however_often_its_check_runs(store: StateSto
     assert store.rollouts.active() is None and len(store.rollouts.history()) == 1
     off = replace(spec, rollout=RolloutSpec())
     assert start_rollout(store, off, vectors, request) == "rollout: off (rollout.mode)"
+
+
+def test_a_ramp_stage_at_its_deadline_without_enough_queries_halts_and_promotes_nothing(store: StateStore) -> None:
+    from runtime_ops.approvals.ramp import advance_ramp, ramp_refusal, ramp_text
+    from runtime_ops.online.rollout_plan import StageEvidence
+    from runtime_ops.pipeline.spec import RolloutSpec
+
+    scoped = store
+    request, index_id = _pending(scoped, "r")
+    _start(scoped, request, index_id, mode="canary", share=0.05)
+    assert scoped.votes.cast_vote(request["id"], actor="alice", approve=True, channel="cli").outcome == "accepted"
+    approved = scoped.requests.get_request(request["id"])
+    assert approved is not None and approved["status"] == "approved"
+    plan = RolloutSpec(mode="canary", min_queries=50, max_duration=timedelta(hours=1), ramp=(0.2, 1.0))
+    seen: list[int] = []
+
+    def few(rollout_id: int) -> StageEvidence:
+        seen.append(rollout_id)
+        return StageEvidence("not enough queries", 7, 50)
+
+    now = datetime(2026, 12, 5, 9, tzinfo=UTC)
+    started = advance_ramp(scoped, plan, approved, few, now)
+    [stage] = scoped.rollouts.stages(request["id"])
+    assert not started.promote and (stage["stage"], stage["share"], stage["mode"]) == (0, 0.2, "canary")
+    # Before its deadline it waits; the plain rollout deadline leaves a ramp stage to the ramp.
+    assert advance_ramp(scoped, plan, approved, few, now + timedelta(minutes=59)) == type(started)(False)
+    assert scoped.rollouts.end_overdue(now + timedelta(hours=2)) == []
+    halted = advance_ramp(scoped, plan, approved, few, now + timedelta(hours=1, seconds=1))
+    assert not halted.promote and not halted.rolled_back and seen == [stage["id"], stage["id"]]
+    [stage] = scoped.rollouts.stages(request["id"])
+    assert stage["status"] == "stopped" and stage["reason"].startswith("ramp halted: stage 1/2 (20% of sessions)")
+    assert "max_duration with not enough queries (7 queries, min_queries 50)" in stage["reason"]
+    assert scoped.rollouts.active() is None
+    # Held, not refused: nothing more happens by itself, and a person may still promote by hand.
+    assert advance_ramp(scoped, plan, approved, few, now + timedelta(days=1)) == type(started)(False)
+    assert ramp_refusal(scoped.rollouts.stages(request["id"])) is None
+    text = ramp_text(approved, scoped.rollouts.stages(request["id"]))
+    assert "Nothing was promoted" in text and f"promote --approval {request['id']}" in text
+    assert _events(scoped, request["id"])[-2:] == [("rollout_started", "canary"), ("rollout_stopped", "stopped")]
+    assert scoped.audit_log.verify().ok
+
+
+def test_a_ramp_waits_while_another_rollout_holds_the_pipeline(store: StateStore) -> None:
+    from runtime_ops.approvals.ramp import advance_ramp
+    from runtime_ops.online.rollout_plan import StageEvidence
+    from runtime_ops.pipeline.spec import RolloutSpec
+
+    approved, index_id = _pending(store, "a")
+    _start(store, approved, index_id, mode="canary")
+    store.rollouts.stop(reason="test", actor="test")
+    # Another rollout holds the pipeline's one active slot (here one beside no request).
+    _start(store, {**approved, "id": None}, index_id)
+    assert store.votes.cast_vote(approved["id"], actor="alice", approve=True, channel="cli").outcome == "accepted"
+    plan, now = RolloutSpec(mode="canary", ramp=(0.5, 1.0)), datetime(2026, 12, 5, 9, tzinfo=UTC)
+
+    def unused(rollout_id: int) -> StageEvidence:
+        raise AssertionError("no stage runs yet")
+
+    waiting = advance_ramp(store, plan, approved, unused, now)
+    assert (
+        not waiting.promote
+        and "the ramp waits" in waiting.message
+        and "already has an active rollout" in waiting.message
+    )
+    assert store.rollouts.stages(approved["id"]) == []
+    store.rollouts.stop(reason="test", actor="test")
+    assert "ramp stage 1/2 started" in advance_ramp(store, plan, approved, unused, now).message

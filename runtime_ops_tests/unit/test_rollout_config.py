@@ -36,8 +36,13 @@ def test_declared_values_resolve() -> None:
         gate={"online": {"required": True, "min_queries": 80}, "max_regression": 0.1},
     )
     assert spec.rollout == RolloutSpec("canary", 0.2, "session", 50, timedelta(hours=36), (0.2, 1.0))
-    assert spec.rollout.enabled
+    assert spec.rollout.enabled and spec.rollout.ramps
     assert spec.gate.online == OnlinePolicy(True, 80) and spec.gate.max_regression == 0.1
+
+
+def test_an_empty_ramp_promotes_at_once_and_mode_off_never_ramps() -> None:
+    assert not _spec(rollout={"mode": "canary", "ramp": []}).rollout.ramps
+    assert not _spec(rollout={"mode": "off", "ramp": [0.5, 1.0]}).rollout.ramps
 
 
 @pytest.mark.parametrize(
@@ -50,7 +55,6 @@ def test_declared_values_resolve() -> None:
         ({"min_queries": 0}, "rollout.min_queries", "greater than or equal to 1"),
         ({"max_duration": "off"}, "rollout.max_duration", "a rollout needs an end"),
         ({"max_duration": "soon"}, "rollout.max_duration", "is not a duration"),
-        ({"ramp": []}, "rollout.ramp", "at least one share"),
         ({"ramp": [0.5, 0.25, 1.0]}, "rollout.ramp", "must increase"),
         ({"ramp": [0.1, 0.5]}, "rollout.ramp", "must end at 1.0"),
         ({"ramp": [0, 1.0]}, "rollout.ramp", "above 0 and at most 1"),

@@ -2,9 +2,11 @@
 (one indexed read), record a shadow comparison, and stop it, each start and stop audited on the chain of the
 approval request it runs beside.
 
-A rollout stops where the event that ends it already happens: production moving (`Registry.set_alias` /
-`remove_alias` call `production_moved_in` in their own transaction), its request ending without approval (the
-`remove_canary` compensation calls `stop_in`), and its deadline (`end_overdue`, on every approvals-sensor tick).
+A ramp after approval is one canary row per stage (`next_stage` ends one and starts the next in one transaction;
+`stages` reads them back). A rollout stops where the event that ends it already happens: production moving
+(`Registry.set_alias` / `remove_alias` call `production_moved_in` in their own transaction), its request ending
+without approval (the `remove_canary` compensation calls `stop_in`), and its deadline (`end_overdue`, on every
+approvals-sensor tick; a ramp stage's deadline is judged with its evidence instead).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _RO, _REQ = t.rollouts, t.approval_requests
 ACTIVE, STOPPED, COMPLETED, ROLLED_BACK = "active", "stopped", "completed", "rolled_back"
 ENDED = (STOPPED, COMPLETED, ROLLED_BACK)
 STARTED_EVENT, STOPPED_EVENT = "rollout_started", "rollout_stopped"
+CANARY = "canary"  # the mode of every ramp stage
 
 
 class RolloutConflict(RuntimeError):
@@ -71,32 +74,91 @@ class Rollouts(Repository):
         }
         try:
             with self.tx() as conn:
-                rid = conn.execute(insert(_RO).values(**values).returning(_RO.c.id)).scalar_one()
-                self._audit.append_in(
-                    conn,
-                    event=STARTED_EVENT,
-                    request_id=approval_id,
-                    actor=actor,
-                    channel="rollout",
-                    outcome=mode,
-                    detail={
-                        "pipeline": pipeline,
-                        "rollout_id": rid,
-                        "candidate_version": candidate_version,
-                        "candidate_index_id": candidate_index_id,
-                        "production_version": production_version,
-                        "share": share,
-                        "ends_at": values["ends_at"].isoformat(),
-                    },
-                    now=now,
-                )
+                rid = self._insert_in(conn, values)
         except IntegrityError as exc:
-            active = self.active()
-            which = f" (#{active['id']}, candidate v{active['candidate_version']})" if active else ""
-            raise RolloutConflict(f"pipeline {pipeline!r} already has an active rollout{which}: stop it first") from exc
+            raise self._conflict() from exc
         found = self.get(rid)
         assert found is not None
         return found
+
+    def _insert_in(self, conn: Connection, values: dict[str, Any]) -> int:
+        rid = conn.execute(insert(_RO).values(**values).returning(_RO.c.id)).scalar_one()
+        self._audit.append_in(
+            conn,
+            event=STARTED_EVENT,
+            request_id=values["approval_id"],
+            actor=values["actor"],
+            channel="rollout",
+            outcome=values["mode"],
+            detail={
+                "pipeline": values["pipeline"],
+                "rollout_id": rid,
+                "candidate_version": values["candidate_version"],
+                "candidate_index_id": values["candidate_index_id"],
+                "production_version": values["production_version"],
+                "share": values["share"],
+                **({"stage": values["stage"]} if values["stage"] is not None else {}),
+                "ends_at": values["ends_at"].isoformat(),
+            },
+            now=values["started_at"],
+        )
+        return int(rid)
+
+    def _conflict(self) -> RolloutConflict:
+        active = self.active()
+        which = f" (#{active['id']}, candidate v{active['candidate_version']})" if active else ""
+        return RolloutConflict(f"pipeline {self.pipeline!r} already has an active rollout{which}: stop it first")
+
+    def next_stage(
+        self,
+        *,
+        approval_id: str,
+        status: str,
+        reason: str,
+        actor: str,
+        stage: int,
+        share: float,
+        candidate_version: int,
+        candidate_index_id: int,
+        production_version: int,
+        max_duration: timedelta,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """A ramp moves on in one transaction: the rollout beside `approval_id` (if active) ends as `status`, and the
+        canary of stage `stage` at `share` starts, both audited; traffic is never left between two stages."""
+        pipeline = self.owner("start a ramp stage")
+        now = now or utcnow()
+        try:
+            with self.tx() as conn:
+                self.stop_in(conn, reason=reason, actor=actor, status=status, approval_id=approval_id, now=now)
+                rid = self._insert_in(
+                    conn,
+                    {
+                        "pipeline": pipeline,
+                        "approval_id": approval_id,
+                        "candidate_version": candidate_version,
+                        "candidate_index_id": candidate_index_id,
+                        "production_version": production_version,
+                        "mode": CANARY,
+                        "share": share,
+                        "stage": stage,
+                        "status": ACTIVE,
+                        "started_at": now,
+                        "ends_at": now + max_duration,
+                        "actor": actor,
+                    },
+                )
+        except IntegrityError as exc:
+            raise self._conflict() from exc
+        found = self.get(rid)
+        assert found is not None
+        return found
+
+    def stages(self, approval_id: str) -> list[dict[str, Any]]:
+        """The ramp stages run beside approval request `approval_id`, oldest first (none before its approval)."""
+        with self.tx() as conn:
+            q = select(_RO).where(_RO.c.approval_id == approval_id, _RO.c.stage.is_not(None), self.owned(_RO))
+            return [dict(r._mapping) for r in conn.execute(q.order_by(_RO.c.id))]
 
     def get(self, rollout_id: int) -> dict[str, Any] | None:
         with self.tx() as conn:
@@ -110,9 +172,11 @@ class Rollouts(Repository):
             return row_dict(conn.execute(q).first())
 
     def for_request(self, approval_id: str) -> dict[str, Any] | None:
-        """The newest rollout beside approval request `approval_id` (any status), or None."""
+        """The newest rollout that ran beside approval request `approval_id` while it waited (any status), or None:
+        the one its online evidence comes from. Its ramp stages after approval are `stages`."""
         with self.tx() as conn:
-            q = select(_RO).where(_RO.c.approval_id == approval_id, self.owned(_RO)).order_by(_RO.c.id.desc())
+            mine = [_RO.c.approval_id == approval_id, _RO.c.stage.is_(None), self.owned(_RO)]
+            q = select(_RO).where(*mine).order_by(_RO.c.id.desc())
             return row_dict(conn.execute(q.limit(1)).first())
 
     def history(self, limit: int = 20) -> list[dict[str, Any]]:
@@ -169,11 +233,16 @@ class Rollouts(Repository):
         self.stop_in(conn, reason=what, actor=actor)
 
     def end_overdue(self, now: datetime) -> list[int]:
-        """Stop the active rollout whose max_duration has passed at `now`; the ids stopped."""
+        """Stop the active rollout whose max_duration has passed at `now`; the ids stopped. A ramp stage is not
+        one of them: its deadline is judged with its evidence (`approvals/ramp.py`), so it never ends "completed"
+        for having merely run out of time."""
         with self.tx() as conn:
             row = conn.execute(
                 select(_RO.c.id, _RO.c.ends_at).where(
-                    _RO.c.pipeline == self.owner("end rollouts"), _RO.c.status == ACTIVE, _RO.c.ends_at <= now
+                    _RO.c.pipeline == self.owner("end rollouts"),
+                    _RO.c.status == ACTIVE,
+                    _RO.c.ends_at <= now,
+                    _RO.c.stage.is_(None),
                 )
             ).first()
             if row is None:

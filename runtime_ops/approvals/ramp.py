@@ -1,0 +1,193 @@
+"""The ramp after approval (glue: state store + the pure stage machine `online/rollout_plan.py`; no Dagster): an
+approved candidate of a pipeline that declares `rollout.mode` and a non-empty `rollout.ramp` is not promoted at
+once. The approvals sensor calls `advance_ramp` for it on every tick instead:
+
+- no stage yet: the rollout beside the request stops ("approved: ramp starts") and stage 0 starts, a canary at
+  `ramp[0]` of the candidate's ready index, in one transaction;
+- the active stage's online evidence decides (`next_step`): it completes and the next one starts (one transaction),
+  or, after the last, it completes and the promotion launches as it always did (run key = request id);
+- a loss rolls back: the stage row ends `rolled_back`, which is what returns its traffic to production, and the
+  request's promotion is refused for good (`ramp_refusal`, read by `verify_promotion`). One transaction (the row and
+  its audit record, actor `policy:online`), so no saga: nothing can be half-done. The Slack message and thread reply
+  follow from that state (`Announcer.note`, once, through the effects ledger), and the page reads it too;
+- a stage at its max_duration without enough queries halts the ramp (row `stopped`): nothing is promoted silently;
+  the request stays approved and unpromoted, and its page and message say how to go on.
+
+A first model (no production to compare with), or a request beside which no rollout ever ran (so no candidate index
+is known to be ready), is promoted at once, as without a ramp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runtime_ops.command_hint import command
+from runtime_ops.labels import version_label
+from runtime_ops.online.evidence import online_evidence
+from runtime_ops.online.rollout_plan import StageEvidence, next_step
+from runtime_ops.pipeline.spec import RolloutSpec
+from runtime_ops.store import StateStore
+from runtime_ops.store.serving.rollouts import ACTIVE, CANARY, COMPLETED, ROLLED_BACK, STOPPED, RolloutConflict
+from runtime_ops.tags import PRODUCTION_ALIAS
+
+POLICY_ACTOR = "policy:online"
+RAMP_STARTS = "approved: ramp starts"
+
+# A stage's online evidence, by its rollout row id.
+EvidenceOf = Callable[[int], StageEvidence]
+
+
+@dataclass(frozen=True)
+class RampMove:
+    """What one tick did with an approved request's ramp: launch its promotion now, and what to log ("": nothing
+    changed); `rolled_back` when the ramp has rolled back (this tick or before: its announcement is owed until made)."""
+
+    promote: bool
+    message: str = ""
+    rolled_back: bool = False
+
+
+def _share(share: float) -> str:
+    return f"{share:.0%}"
+
+
+def advance_ramp(
+    store: StateStore, plan: RolloutSpec, request: dict[str, Any], evidence_of: EvidenceOf, now: datetime
+) -> RampMove:
+    """One tick of the ramp of approved `request` (see the module docstring). Another request's rollout holding
+    the pipeline's one active slot makes it wait (said in the log), never fails the tick."""
+    try:
+        return _advance(store, plan, request, evidence_of, now)
+    except RolloutConflict as exc:
+        return RampMove(False, f"{request['id']}: the ramp waits: {exc}")
+
+
+def _advance(
+    store: StateStore, plan: RolloutSpec, request: dict[str, Any], evidence_of: EvidenceOf, now: datetime
+) -> RampMove:
+    rid = request["id"]
+    stages = store.rollouts.stages(rid)
+    ramp = plan.ramp
+    if not stages:
+        production = store.registry.alias(PRODUCTION_ALIAS)
+        beside = store.rollouts.for_request(rid)
+        if production is None or beside is None:
+            why = "a first model has no production to compare with" if production is None else "no rollout ran"
+            return RampMove(True, f"{rid}: promoted without a ramp ({why})")
+        row = store.rollouts.next_stage(
+            approval_id=rid,
+            status=STOPPED,
+            reason=RAMP_STARTS,
+            actor=POLICY_ACTOR,
+            stage=0,
+            share=ramp[0],
+            candidate_version=int(request["candidate_version"]),
+            candidate_index_id=int(beside["candidate_index_id"]),
+            production_version=production,
+            max_duration=plan.max_duration,
+            now=now,
+        )
+        return RampMove(False, f"{rid}: ramp stage 1/{len(ramp)} started: rollout #{row['id']}, {_share(ramp[0])}")
+    last = stages[-1]
+    stage = int(last["stage"])
+    if last["status"] == COMPLETED and stage == len(ramp) - 1:
+        return RampMove(True, f"{rid}: the ramp passed; promotion launches")  # a tick that failed after completing
+    if last["status"] != ACTIVE:  # rolled back or halted: held for good, or for a person (the page says how)
+        return RampMove(False, rolled_back=last["status"] == ROLLED_BACK)
+    if stage >= len(ramp):
+        store.rollouts.stop(
+            reason=f"ramp halted: the declared ramp {list(ramp)} has no stage {stage + 1} any more",
+            actor=POLICY_ACTOR,
+            approval_id=rid,
+            now=now,
+        )
+        return RampMove(False, f"{rid}: ramp halted (the declared ramp changed)")
+    step = next_step(stage, ramp, evidence_of(int(last["id"])), overdue=now >= last["ends_at"])
+    if step.action == "wait":
+        return RampMove(False)
+    if step.action == "advance":
+        assert step.next_stage is not None and step.next_share is not None
+        row = store.rollouts.next_stage(
+            approval_id=rid,
+            status=COMPLETED,
+            reason=step.reason,
+            actor=POLICY_ACTOR,
+            stage=step.next_stage,
+            share=step.next_share,
+            candidate_version=int(last["candidate_version"]),
+            candidate_index_id=int(last["candidate_index_id"]),
+            production_version=int(last["production_version"]),
+            max_duration=plan.max_duration,
+            now=now,
+        )
+        return RampMove(False, f"{rid}: {step.reason}; stage {step.next_stage + 1} started (rollout #{row['id']})")
+    status = {"promote": COMPLETED, "roll back": ROLLED_BACK, "halt": STOPPED}[step.action]
+    reason = f"ramp halted: {step.reason}" if step.action == "halt" else step.reason
+    store.rollouts.stop(reason=reason, actor=POLICY_ACTOR, status=status, approval_id=rid, now=now)
+    if step.action == "promote":
+        return RampMove(True, f"{rid}: {step.reason}; promotion launches")
+    return RampMove(False, f"{rid}: {step.action}: {reason}", rolled_back=step.action == "roll back")
+
+
+def stage_evidence(store: StateStore, plan: RolloutSpec) -> EvidenceOf:
+    """A stage's evidence as the contract reads it: the canary comparison of that one rollout row's requests."""
+
+    def evidence_of(rollout_id: int) -> StageEvidence:
+        found = online_evidence(store.query_log.online_inputs(rollout_id), mode=CANARY, min_queries=plan.min_queries)
+        rate = found.feedback_rate
+        detail = (
+            f"positive-feedback rate {rate.candidate_positive}/{rate.candidate_n} vs production's "
+            f"{rate.production_positive}/{rate.production_n}, difference {rate.difference:+.3f} "
+            f"[{rate.confidence:.0%} CI {rate.interval.low:+.3f}, {rate.interval.high:+.3f}]"
+            if rate is not None
+            else ""
+        )
+        return StageEvidence(found.verdict, found.queries, found.min_queries, detail)
+
+    return evidence_of
+
+
+def ramp_refusal(stages: list[dict[str, Any]]) -> str | None:
+    """Why a request whose ramp rolled back may never be promoted (None: its ramp does not forbid it)."""
+    rolled = [s for s in stages if s["status"] == ROLLED_BACK]
+    if not rolled:
+        return None
+    return (
+        f"its ramp rolled back at stage {int(rolled[-1]['stage']) + 1} ({rolled[-1]['reason']}); "
+        "this approval can never promote the candidate"
+    )
+
+
+def ramp_held(stages: list[dict[str, Any]]) -> bool:
+    """The ramp rolled back or halted: no promotion run follows from it."""
+    return bool(stages) and stages[-1]["status"] in (ROLLED_BACK, STOPPED)
+
+
+def ramp_text(request: dict[str, Any], stages: list[dict[str, Any]]) -> str:
+    """What the request's page and Slack message say of its ramp ("" when it has none)."""
+    if not stages:
+        return ""
+    last = stages[-1]
+    where = f"stage {int(last['stage']) + 1} ({_share(float(last['share']))} of sessions)"
+    production = version_label(int(last["production_version"]))
+    if last["status"] == ACTIVE:
+        return (
+            f"Ramping: the candidate serves {where}. The next share starts when this stage shows no loss with "
+            "enough queries (rollout.min_queries); a loss rolls back by itself. Production moves only after the "
+            "last stage."
+        )
+    if last["status"] == ROLLED_BACK:
+        return (
+            f"Rolled back automatically: {last['reason']}. Traffic is back on production {production}; this "
+            "approval can never promote the candidate."
+        )
+    if last["status"] == COMPLETED:
+        return f"The ramp passed its last {where}; production moves to the candidate when the promotion run succeeds."
+    by_hand = command(f"promote --approval {request['id']}")
+    return (
+        f"The ramp stopped at {where}: {last['reason']}. Nothing was promoted; production stays on {production}. "
+        f"To promote anyway, by hand: {by_hand}"
+    )
