@@ -562,6 +562,10 @@ def dagster_instance_on(
     temp_dir.mkdir(parents=True, exist_ok=True)
     try:
         with instance_for_test(overrides=overrides, temp_dir=str(temp_dir), **instance_kwargs) as instance:
+            # Pooled connections, as dagster-webserver holds them (`optimize_for_webserver`): dagster-postgres's
+            # default opens a connection per event written, a PostgreSQL backend forked per event of a run in this
+            # process. The storage is the same; only how this process reaches it changes.
+            instance.optimize_for_webserver(statement_timeout=60_000, pool_recycle=3600, max_overflow=10)
             yield instance
     finally:
         if not pg.running:
