@@ -6,7 +6,10 @@ ratio is conservative):
 - ours: `POST /api/search` as shipped: a request id, and the record (hashes, shown items) queued for the writer
   thread, which writes a batch every RUNTIME_OPS_QUERY_LOG_FLUSH_S (1 s).
 - baseline: the same app with the query log taken out of the request path
-  (`bench.ops_app:create_app_without_query_log`).
+  (`bench.ops_app:create_app_without_query_log`), on the demo pipeline as declared (no rollout).
+- ours + interleaving: the shipped app on a copy of the demo pipeline that declares `rollout: {mode: interleave,
+  share: 1.0}`, with a rollout of a second model active: every request searches both models' indexes and is served
+  a team-draft interleaving of the two, logged with each item's team.
 Each gets the same query bodies from 50 concurrent keep-alive clients, measured alternately ROUNDS times; the
 targets are on p50 (issue 27: at most 1.10x) and p99. Afterwards every answered request of ours must be in the
 query log (none dropped), whole.
@@ -70,8 +73,12 @@ def _environment(**values: str) -> Iterator[None]:
 
 
 def _prepare(env: dict[str, str]) -> str:
-    """The demo pipeline serving a small lsa model's index; a search key."""
+    """The demo pipeline serving a small lsa model's index, a second model's index ready beside it with an
+    interleaving rollout of it active (read only by a server whose pipeline declares a rollout); a search key."""
+    from datetime import timedelta
+
     from runtime_ops.components.loading import get_spec
+    from runtime_ops.serving.vector_index import ensure_index
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
     from runtime_ops.vectors.factory import pipeline_vector_store
@@ -79,10 +86,40 @@ def _prepare(env: dict[str, str]) -> str:
 
     with _environment(**env):
         store = open_store(get_settings().resolved_database_url, get_settings())
-        serve_new_model(store, pipeline_vector_store(get_spec("demo").vector_store), seed=1)
+        vectors = pipeline_vector_store(get_spec("demo").vector_store)
+        serve_new_model(store, vectors, seed=2)  # v1: the candidate once v2 serves
+        serve_new_model(store, vectors, seed=1)  # v2: production
+        candidate = ensure_index(store, vectors, 1)  # brought up to the documents v2's set added
+        store.rollouts.start(
+            approval_id=None,
+            candidate_version=1,
+            candidate_index_id=candidate.index_id,
+            production_version=2,
+            mode="interleave",
+            share=1.0,
+            max_duration=timedelta(days=1),
+            actor="bench",
+        )
         key = store.api_keys.create("bench", ["search"]).key
         store.engine.dispose()
     return key
+
+
+def _interleaving_pipelines(root: str) -> str:
+    """A pipelines folder holding the demo pipeline with an interleaving rollout declared."""
+    from runtime_ops.demo import CORPUS_DIR
+
+    folder = os.path.join(root, "demo")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "defs.yaml"), "w") as f:
+        f.write(
+            "type: runtime_ops.components.RetrievalPipeline\n"
+            "attributes:\n"
+            "  name: demo\n"
+            f"  landing: {{uri: '{CORPUS_DIR}'}}\n"
+            "  rollout: {mode: interleave, share: 1.0, max_duration: 1d}\n"
+        )
+    return root
 
 
 def _queries(n: int) -> list[bytes]:
@@ -107,6 +144,18 @@ def _measure(server: UvicornServer, path: str, bodies: list[bytes], key: str) ->
     )
 
 
+def _interleaved_share(server: UvicornServer, key: str) -> float:
+    """The share of sample answers the interleaving server served interleaved (1.0 when the rollout routes)."""
+    import httpx
+
+    bodies = _queries(20)
+    headers = {"Authorization": f"Bearer {key}", "content-type": "application/json"}
+    arms = [
+        httpx.post(server.url + "/api/search", content=b, headers=headers, timeout=10).json()["arm"] for b in bodies
+    ]
+    return arms.count("interleaved") / len(arms)
+
+
 def _logged(url: str) -> dict[str, Any]:
     """What the query log holds: records, whether each has all its items, one (request, rank-1 chunk) per record."""
     from sqlalchemy import create_engine, select
@@ -127,7 +176,10 @@ def _logged(url: str) -> dict[str, Any]:
     }
 
 
-@benchmark("query_log", "/api/search with the query log on vs off (p50, p99); feedback writes vs a bare INSERT")
+@benchmark(
+    "query_log",
+    "/api/search with the query log (and interleaving) on vs off (p50, p99); feedback writes vs a bare INSERT",
+)
 def query_log() -> list[BenchResult]:
     from runtime_ops_tests.support.servers import PostgresServer
 
@@ -141,16 +193,24 @@ def query_log() -> list[BenchResult]:
         key = _prepare(env)
         ours = UvicornServer("bench.ops_app:create_app", server_env(**env), name="logged")
         base = UvicornServer("bench.ops_app:create_app_without_query_log", server_env(**env), name="unlogged")
+        pipelines = _interleaving_pipelines(os.path.join(home.name, "pipelines"))
+        mixed = UvicornServer(
+            "bench.ops_app:create_app", server_env(**env, RUNTIME_OPS_PIPELINES_DIR=pipelines), name="interleaved"
+        )
         bare = UvicornServer("bench.bare_app:create_app", server_env(BENCH_DATABASE_URL=url), name="bare")
-        for server in (ours, base, bare):
+        for server in (ours, base, mixed, bare):
             servers.append(server)
             server.start()
         bodies = _queries(WARMUP + MEASURED)
         base_runs: list[LoadStats] = []
         our_runs: list[LoadStats] = []
+        mixed_runs: list[LoadStats] = []
         for _ in range(ROUNDS):
             base_runs.append(_measure(base, "/api/search", bodies, key))
             our_runs.append(_measure(ours, "/api/search", bodies, key))
+            mixed_runs.append(_measure(mixed, "/api/search", bodies, key))
+        interleaved = _interleaved_share(mixed, key)
+        mixed.stop()
         ours.stop()  # writes what waits
         logged = _logged(url)
         ours.start()
@@ -167,7 +227,7 @@ def query_log() -> list[BenchResult]:
             pg.close()
         home.cleanup()
 
-    mine, theirs = combine(our_runs), combine(base_runs)
+    mine, theirs, both = combine(our_runs), combine(base_runs), combine(mixed_runs)
     answered = sum(WARMUP + r.ok for r in our_runs)
     details = {
         "concurrency": CONCURRENCY,
@@ -185,6 +245,13 @@ def query_log() -> list[BenchResult]:
                     details),
         BenchResult("query_log.search_p99", mine.p(99), theirs.p(99), "ms", Target("ratio", "<=", P99_RATIO_TARGET),
                     {"throughput_req_s": {"ours": round(mine.throughput, 1), "baseline": round(theirs.throughput, 1)}}),
+        BenchResult("query_log.search_p50_interleaved", both.p(50), theirs.p(50), "ms",
+                    Target("ratio", "<=", P50_RATIO_TARGET),
+                    {"ours": both.summary(), "baseline": theirs.summary(), "interleaved_share": interleaved,
+                     "p50_ratio_per_round": [round(o.p(50) / b.p(50), 3) if b.p(50) else None
+                                             for o, b in zip(mixed_runs, base_runs, strict=True)]}),
+        BenchResult("query_log.search_p99_interleaved", both.p(99), theirs.p(99), "ms",
+                    Target("ratio", "<=", P99_RATIO_TARGET), {}),
         BenchResult("query_log.feedback_writes", fed.throughput, inserted.throughput, "req/s",
                     Target("ratio", ">=", FEEDBACK_RATIO_TARGET),
                     {"ours": fed.summary(), "baseline": inserted.summary(), "feedback_sent": len(feedback)}),
