@@ -75,8 +75,15 @@ def _copy_sqlite(engine: Engine, template: Path) -> None:
         source.close()
 
 
-def _admin(url: URL) -> Engine:
-    return create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+def _admin_execute(url: URL, *statements: str) -> None:
+    """Run `statements` in turn on the server of `url`, connected to its maintenance database."""
+    admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        admin.dispose()
 
 
 def _postgres(real: Callable[..., None], settings: Any, url: URL) -> str:
@@ -84,13 +91,7 @@ def _postgres(real: Callable[..., None], settings: Any, url: URL) -> str:
     with _lock:
         if server not in _pg_templates:
             name = f"runtime_ops_schema_{os.getpid()}"  # one per test process (each xdist worker has its servers)
-            admin = _admin(url)
-            try:
-                with admin.connect() as conn:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-                    conn.execute(text(f'CREATE DATABASE "{name}"'))
-            finally:
-                admin.dispose()
+            _admin_execute(url, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
             engine = create_engine(url.set(database=name))
             try:
                 real(engine, settings)
@@ -103,10 +104,6 @@ def _postgres(real: Callable[..., None], settings: Any, url: URL) -> str:
 def _recreate_postgres(engine: Engine, template: str) -> None:
     database = engine.url.database
     engine.dispose()
-    admin = _admin(engine.url)
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE "{database}" WITH (FORCE)'))
-            conn.execute(text(f'CREATE DATABASE "{database}" TEMPLATE "{template}"'))
-    finally:
-        admin.dispose()
+    _admin_execute(
+        engine.url, f'DROP DATABASE "{database}" WITH (FORCE)', f'CREATE DATABASE "{database}" TEMPLATE "{template}"'
+    )
