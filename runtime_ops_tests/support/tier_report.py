@@ -1,5 +1,6 @@
 """Per-tier totals for `make test`'s summary (section "time per tier"): for runtime_ops_tests/{unit,integration,e2e}
-the number of tests, their outcomes and their summed test time (setup + call + teardown), and the run's wall time.
+the number of tests, their outcomes and their summed test time (setup + call + teardown), and the run's wall time;
+then the slowest files.
 
 `TierReport` is a plugin that conftest.py registers: pytest-xdist sends every worker's reports to the controller,
 whose `pytest_runtest_logreport` adds them up and whose `pytest_terminal_summary` prints them. Summed times add up
@@ -68,6 +69,18 @@ class TierTimes:
         )
         return lines
 
+    def slowest_files(self, n: int = 15) -> list[str]:
+        """The `n` files with the most summed test time: where a cut of the suite's wall time has to come from
+        (with --dist loadfile a file runs on one worker, so its sum is also its share of that worker's time)."""
+        files: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        for nodeid, seconds in self.seconds.items():
+            path = nodeid.split("::", 1)[0]
+            files[path] += seconds
+            counts[path] += 1
+        ranked = sorted(files.items(), key=lambda item: item[1], reverse=True)[:n]
+        return [f"{_duration(seconds):>10}  {_tests(counts[path])}  {path}" for path, seconds in ranked]
+
 
 def _tests(n: int) -> str:
     return f"{n:>5} test{'' if n == 1 else 's'}"
@@ -96,4 +109,7 @@ class TierReport:
         workers = getattr(self.config.option, "numprocesses", None) or 1
         terminalreporter.section("time per tier")
         for line in self.times.lines(time.monotonic() - self.started, int(workers)):
+            terminalreporter.write_line(line)
+        terminalreporter.section("slowest files (summed setup + call + teardown)")
+        for line in self.times.slowest_files():
             terminalreporter.write_line(line)
