@@ -14,7 +14,6 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -536,59 +535,3 @@ def test_local_iteration_is_streaming_one_page_plus_directory_stack(tmp_path: Pa
     assert len(everything) == 20_000
     print(f"\nfirst page peak {first_peak / 1e6:.2f} MB vs full listing {full_listing / 1e6:.2f} MB")
     assert first_peak < full_listing / 8
-
-
-# ---------------------------------------------------------------------------------------- measurement
-
-
-def test_measure_listing_10k_objects_vs_dagster_aws_get_objects(landing_moto: Moto, capsys):
-    """Prints timings (no timing assertions): our paged listing vs dagster-aws `get_objects`."""
-    from dagster_aws.s3.sensor import get_objects
-
-    bucket = landing_moto.new_bucket()
-    client = landing_moto.client
-    n = 10_000
-    keys_to_seed = [f"bench/d{i % 50:02d}/f{i:05d}.txt" for i in range(n)]
-    t0 = time.perf_counter()
-    try:  # seeding 10k objects over HTTP takes ~45 s on moto: write them into the in-process backend
-        from moto.core import DEFAULT_ACCOUNT_ID  # pyright: ignore[reportPrivateImportUsage]  # moto's documented import
-        from moto.s3.models import s3_backends
-
-        backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
-        for key in keys_to_seed:
-            backend.put_object(bucket, key, b"x")
-        seeded = "moto backend"
-    except Exception:  # moto internals moved: fall back to real PUTs
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=b"x"), keys_to_seed))
-        seeded = "HTTP PUTs"
-    populate = time.perf_counter() - t0
-    src = open_landing(f"s3://{bucket}/bench", endpoint_url=landing_moto.endpoint_url)
-
-    t0 = time.perf_counter()
-    keys = [r.key for page in src.iter_pages(page_size=1000) for r in page]
-    ours_full = time.perf_counter() - t0
-    assert len(keys) == n
-
-    t0 = time.perf_counter()
-    tail = [r for page in src.iter_pages(start_after=keys[-1], page_size=1000) for r in page]
-    ours_idle = time.perf_counter() - t0
-    assert tail == []
-
-    t0 = time.perf_counter()
-    objs = get_objects(bucket=bucket, prefix="bench/", client=client)
-    theirs_full = time.perf_counter() - t0
-    assert len(objs) == n
-    last = max(o["LastModified"] for o in objs)
-    t0 = time.perf_counter()
-    get_objects(bucket=bucket, prefix="bench/", since_last_modified=last, client=client)
-    theirs_idle = time.perf_counter() - t0
-
-    with capsys.disabled():
-        print(
-            f"\n[landing bench, moto HTTP, {n} objects; seeded via {seeded} in {populate:.1f}s]\n"
-            f"  S3LandingSource.iter_pages full scan   : {ours_full:.2f}s\n"
-            f"  S3LandingSource idle tick (cursor@end) : {ours_idle * 1000:.1f}ms\n"
-            f"  dagster_aws get_objects full           : {theirs_full:.2f}s\n"
-            f"  dagster_aws get_objects idle tick      : {theirs_idle:.2f}s (since_last_modified=max)"
-        )

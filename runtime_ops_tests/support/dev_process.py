@@ -50,7 +50,13 @@ class Dev:
         api_port, ui_port = free_port(), free_port()
         self.api = f"http://127.0.0.1:{api_port}"
         self.ui = f"http://127.0.0.1:{ui_port}"
-        env = {**os.environ, "RUNTIME_OPS_FAILPOINTS": failpoints}
+        # Run retries (Dagster's event log consumer daemon) checked every second instead of five, as the test
+        # deployments do (support/topology.py): a killed run's retry is what these tests wait for.
+        env = {
+            **os.environ,
+            "RUNTIME_OPS_FAILPOINTS": failpoints,
+            "DAGSTER_EVENT_LOG_CONSUMER_DAEMON_INTERVAL_SECONDS": "1",
+        }
         self.starts += 1
         log = (self.logs / f"dev{self.starts}.log").open("wb")
         args = ["dev", "--port", str(ui_port), "--api-port", str(api_port)]
