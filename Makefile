@@ -138,8 +138,18 @@ lint: test-install
 # "time per tier" section gives each tier's tests, outcomes and summed test time, and the run's wall time.
 PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
-test: lint
-	$(PYTEST) $(PYTEST_ARGS)
+# The checks (ruff, the format check, basedpyright, import contracts: about a minute of one core) run beside the
+# suite, whose workers leave a core's worth of time idle while servers start and flows wait on Dagster; their
+# output follows the suite's, and either failing fails `make test`.
+LINT_LOG := .lint.log
+
+test: test-install
+	@$(MAKE) --no-print-directory lint > $(LINT_LOG) 2>&1 & checks=$$!; \
+	suite=0; $(PYTEST) $(PYTEST_ARGS) || suite=$$?; \
+	linted=0; wait $$checks || linted=$$?; \
+	echo ">> checks (make lint), run beside the suite:"; cat $(LINT_LOG); \
+	if [ $$linted -ne 0 ]; then echo "error: make lint failed (output above)" >&2; fi; \
+	if [ $$suite -ne 0 ]; then exit $$suite; fi; exit $$linted
 
 test-unit test-integration test-e2e: test-%: test-install
 	$(PYTEST) runtime_ops_tests/$* $(PYTEST_ARGS)
