@@ -14,9 +14,9 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
+from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.approvals.online_gate import review_pending
 from runtime_ops.approvals.ramp import advance_ramp, ramp_text, stage_evidence
-from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
 from runtime_ops.pipeline.spec import PipelineSpec

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime_ops import clock
+from runtime_ops.approvals.gate import PromotionRefused
 from runtime_ops.approvals.operators import OperatorRefused, operator
-from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
+from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
 from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.decisions.decide import decide

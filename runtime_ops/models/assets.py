@@ -10,7 +10,8 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops import clock
-from runtime_ops.approvals.requests import decide_command, evaluate_gate, request_policy
+from runtime_ops.approvals.gate import decide_command
+from runtime_ops.approvals.requests import evaluate_gate, request_policy
 from runtime_ops.jobs import AssetJob
 from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text
