@@ -18,6 +18,9 @@ from runtime_ops.observability import tracing
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import StateStore
 
+# Who opened a request when no authenticated person did (a schedule, a sensor, a run launched in the Dagster UI).
+SYSTEM = "system"
+
 
 class PromotionRefused(RuntimeError):
     """What was approved may not go ahead; the message says why and what to do. `status` is the approval

@@ -153,6 +153,13 @@ class Requests(Repository):
             q = select(_R).where(and_(_R.c.candidate_digest == candidate_digest, self.owned(_R)))
             return row_dict(conn.execute(q.order_by(_R.c.created_at).limit(1)).first())
 
+    def requests_for_target(self, target: str, digest: str) -> list[dict[str, Any]]:
+        """The requests (of every scope, when unscoped: each gate on the target has its own) for one
+        materialization of a gated target, oldest first."""
+        q = select(_R).where(and_(_R.c.target == target, _R.c.candidate_digest == digest, self.owned(_R)))
+        with self.tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(_R.c.created_at))]
+
     def get_request(self, request_id: str) -> dict[str, Any] | None:
         with self.tx() as conn:
             return self.get_request_in(conn, request_id)
