@@ -35,7 +35,8 @@ def cmd_approvals_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         r["digest"] = r["candidate_digest"][:12]
-        r["candidate"] = f"v{r['candidate_version']}"
+        # What it approves: a model promotion's candidate, or an asset gate's materialization.
+        r["candidate"] = f"v{r['candidate_version']}" if r.get("target") is None else r["target"]
     print_table(rows, ["id", "pipeline", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
     return 0
 
@@ -105,6 +106,8 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
                 f"The approvals sensor starts the ramp ({shares} of sessions) on its next tick; the promotion run "
                 "launches after its last stage shows no loss, and a loss rolls it back."
             )
+        elif request is not None and request.get("target") is not None:
+            print("The gate's approval sensor launches its on_approval run on its next tick (run key = approval id).")
         else:
             print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
     return 0 if outcome.counted else 1
