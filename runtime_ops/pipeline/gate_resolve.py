@@ -16,7 +16,9 @@ def asset_path(text: str, field: str, source: str = "") -> tuple[str, ...]:
     path = tuple(text.strip().split("/"))
     if not all(KEY_PART.match(p) for p in path):
         raise DeclarationError(
-            (field,), f"{text!r} is not an asset key: write its parts with '/' (letters, digits, _ and -)", source
+            tuple(field.split(".")),
+            f"{text!r} is not an asset key: write its parts with '/' (letters, digits, _ and -)",
+            source,
         )
     return path
 

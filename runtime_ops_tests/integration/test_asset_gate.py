@@ -18,6 +18,8 @@ import pytest
 
 from runtime_ops import clock
 from runtime_ops.cli import main as cli
+from runtime_ops.components import approval_gate
+from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.support.approvals_support import ApiServer, FakeClock, operator_cli
@@ -279,3 +281,16 @@ def test_rematerializing_supersedes_the_pending_request_and_its_approval_cannot_
     [run] = gated.tick()  # the approval's own run: it meets the newer data and refuses to publish it
     assert not run.success and "has no approval request" in str(run.all_events)
     assert gated.published_runs() == []
+
+
+def test_two_gates_merge_beside_each_other_and_beside_the_code_location(env) -> None:  # type: ignore[no-untyped-def]
+    env()
+    first = approval_gate(target="scoring/ticket_labels", approvers=["U1"], on_approval={"job": "publish_job"})
+    second = approval_gate(
+        target="scoring/summaries", approvers=["U1"], on_approval={"materialize": ["demo/rag_answers"]}
+    )
+    merged = dg.Definitions.merge(build_definitions(load_settings()), first, second)
+    repo = merged.get_repository_def()
+    sensors = {s.name for s in repo.sensor_defs}
+    assert {"scoring__ticket_labels__approval_sensor", "scoring__summaries__approval_sensor"} <= sensors
+    assert {"state", "scoring__ticket_labels__gate_state", "scoring__summaries__gate_state"} <= set(merged.resources)
