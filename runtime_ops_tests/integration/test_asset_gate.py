@@ -293,4 +293,6 @@ def test_two_gates_merge_beside_each_other_and_beside_the_code_location(env) -> 
     repo = merged.get_repository_def()
     sensors = {s.name for s in repo.sensor_defs}
     assert {"scoring__ticket_labels__approval_sensor", "scoring__summaries__approval_sensor"} <= sensors
-    assert {"state", "scoring__ticket_labels__gate_state", "scoring__summaries__gate_state"} <= set(merged.resources)
+    assert {"state", "scoring__ticket_labels__gate_state", "scoring__summaries__gate_state"} <= set(
+        merged.resources or {}
+    )
