@@ -9,8 +9,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 __all__ = ["candidate_digest", "materialization_digest", "report_digest"]
 
 _SIGNIFICANT_DIGITS = 12
@@ -51,6 +49,9 @@ def report_digest(report: Mapping[str, object]) -> str:
 
 
 def _canonical(value: Any, where: str) -> Any:
+    # numpy only here: loading the code location (which imports the asset gate's digest) must not pay for it.
+    import numpy as np
+
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, np.generic):
