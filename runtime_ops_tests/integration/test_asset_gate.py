@@ -54,7 +54,34 @@ def ticket_labels(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 def published_labels(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     request = require_approval(context, TARGET)
     return dg.MaterializeResult(metadata={"approval_id": request["id"]})
+
+
+DAYS = dg.StaticPartitionsDefinition(["2026-12-01", "2026-12-02"])
+DAILY = dg.AssetKey(["scoring", "daily_summaries"])
+
+
+@dg.asset(key=DAILY, partitions_def=DAYS)
+def daily_summaries(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"summaries": 40, "day": context.partition_key})
+
+
+@dg.asset(key=["scoring", "daily_published"], deps=[DAILY], partitions_def=DAYS)
+def daily_published(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    request = require_approval(context, DAILY, context.partition_key)
+    return dg.MaterializeResult(metadata={"approval_id": request["id"]})
 """
+
+# A second gate in the same project, on a partitioned asset: one request per partition.
+DAILY_GATE_YAML = """
+type: runtime_ops.components.ApprovalGate
+attributes:
+  target: scoring/daily_summaries
+  evidence: [summaries]
+  approvers: [U1]
+  on_approval: {materialize: [scoring/daily_published]}
+"""
+DAILY = dg.AssetKey(["scoring", "daily_summaries"])
+DAILY_PUBLISHED = dg.AssetKey(["scoring", "daily_published"])
 
 GATE_YAML = f"""
 type: runtime_ops.components.ApprovalGate
@@ -85,6 +112,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (package / "defs" / "__init__.py").write_text("")
     (package / "defs" / "assets.py").write_text(ASSETS)
     (package / "defs" / "labels_gate" / "defs.yaml").write_text(GATE_YAML)
+    (package / "defs" / "daily_gate").mkdir()
+    (package / "defs" / "daily_gate" / "defs.yaml").write_text(DAILY_GATE_YAML)
     sys.path.insert(0, str(root))
     yield package / "defs"
     sys.path.remove(str(root))
@@ -281,6 +310,21 @@ def test_rematerializing_supersedes_the_pending_request_and_its_approval_cannot_
     [run] = gated.tick()  # the approval's own run: it meets the newer data and refuses to publish it
     assert not run.success and "has no approval request" in str(run.all_events)
     assert gated.published_runs() == []
+
+
+def test_a_partitioned_target_is_gated_per_partition(gated: Gated) -> None:
+    first = gated.flow.materialize([DAILY], partition_key="2026-12-01")
+    second = gated.flow.materialize([DAILY], partition_key="2026-12-02")
+    assert first.success and second.success
+    requests = {r["target"]: r for r in gated.store.scoped("scoring__daily_summaries").requests.list_requests()}
+    assert set(requests) == {"scoring/daily_summaries[2026-12-01]", "scoring/daily_summaries[2026-12-02]"}
+    assert {r["status"] for r in requests.values()} == {"pending"}  # one day does not supersede the other
+    approved = requests["scoring/daily_summaries[2026-12-01]"]
+    assert gated.api_approve(approved["id"], "U1").status_code == 200
+    [run] = gated.flow.tick_and_run("scoring__daily_summaries__approval_sensor")
+    assert run.success and run.dagster_run.tags["dagster/partition"] == "2026-12-01"
+    refused = gated.flow.materialize([DAILY_PUBLISHED], partition_key="2026-12-02")
+    assert not refused.success and "scoring/daily_summaries[2026-12-02]" in str(refused.all_events)
 
 
 def test_two_gates_merge_beside_each_other_and_beside_the_code_location(env) -> None:  # type: ignore[no-untyped-def]
