@@ -175,6 +175,8 @@ class Gated:
     def link(self, request_id: str, user: str) -> httpx.Response:
         [text] = [e["text"] for e in self.slack.ephemerals if e["user"] == user and request_id in e["text"]]
         url = text[text.index(f"{self.api.url}/approvals/") :].split()[0].rstrip(">")
+        page = httpx.get(url, timeout=10).text  # the page names the target and shows its evidence
+        assert "Approve scoring/ticket_labels?" in page and "<td>cost_usd</td><td>12.5</td>" in page
         return httpx.post(url, data={"action": "approve"}, timeout=10)
 
     def api_approve(self, request_id: str, user: str) -> httpx.Response:
