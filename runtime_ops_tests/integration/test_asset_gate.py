@@ -224,7 +224,9 @@ def _decided(gated: Gated, meta: dict[str, Any]) -> str:
     return request_id
 
 
-def test_a_gate_declared_in_yaml_waits_decides_by_every_channel_and_fails_closed(gated: Gated) -> None:
+def test_a_gate_declared_in_yaml_waits_decides_by_every_channel_and_fails_closed(
+    gated: Gated, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Pending is a warning, not a failure: the run succeeds, the request names the target and its evidence.
     run, meta = gated.materialize(user="U1")
     assert run.success and meta["status"] == "pending"
@@ -289,6 +291,12 @@ def test_a_gate_declared_in_yaml_waits_decides_by_every_channel_and_fails_closed
 
     assert cli(["audit", "anchor"]) == 0
     assert cli(["audit", "verify"]) == 0
+    capsys.readouterr()
+    assert cli(["approvals", "show", first["id"]]) == 0  # the CLI names the target, its evidence and the votes
+    shown = capsys.readouterr().out
+    assert f"{first['id']}: scoring/ticket_labels (digest {first['candidate_digest'][:12]}…) · approved" in shown
+    assert "evidence cost_usd: 12.5" in shown and "approve by U3 via slack" in shown
+    assert cli(["approvals", "list"]) == 0 and "scoring/ticket_labels" in capsys.readouterr().out
 
 
 def test_rematerializing_supersedes_the_pending_request_and_its_approval_cannot_publish_new_data(
