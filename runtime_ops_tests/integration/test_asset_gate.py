@@ -219,6 +219,11 @@ def _decided(gated: Gated, meta: dict[str, Any]) -> str:
     assert gated.request(request_id)["status"] == "approved"
     [run] = gated.tick()
     assert run.success and gated.published_runs().count(request_id) == 1
+    # The decision is recorded as the check's passed result on the materialization it approved.
+    latest = gated.flow.instance.event_log_storage.get_latest_asset_check_execution_by_key([CHECK])[CHECK]
+    evaluation = latest.event.dagster_event.event_specific_data if latest.event and latest.event.dagster_event else None
+    assert isinstance(evaluation, dg.AssetCheckEvaluation) and evaluation.passed
+    assert evaluation.metadata["approval_id"].value == request_id or gated.request(request_id)["kind"] == "policy"
     assert run.dagster_run.tags["runtime_ops/approval_id"] == request_id
     assert gated.tick() == []  # a second tick launches nothing more
     return request_id
