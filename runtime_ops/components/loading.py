@@ -206,19 +206,29 @@ def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
     tree = ComponentTree.from_module(defs_module=_defs_module(folder), project_root=folder.parent)
     token = LOADING_SETTINGS.set(settings)
     try:
-        return _build(tree, [p.path for p in declared] + declared_gates(folder))
+        return _build(tree, [p.path for p in declared] + declared_gates(folder, [p.name for p in declared]))
     finally:
         LOADING_SETTINGS.reset(token)
 
 
-def declared_gates(folder: Path) -> list[Path]:
-    """The defs.yaml files of the folder that declare an `ApprovalGate` on one of this code location's assets."""
+def declared_gates(folder: Path, pipelines: Sequence[str] = ()) -> list[Path]:
+    """The defs.yaml files of the folder that declare an `ApprovalGate` on one of this code location's assets. A
+    gate's name is the scope of its requests: one that is also a pipeline's would mix them, so it is refused."""
     import yaml
+
+    from runtime_ops.pipeline.gate_spec import default_name
 
     gates = []
     for path in sorted(folder.rglob("defs.yaml")):
         doc = yaml.safe_load(_read(path))
         if isinstance(doc, dict) and doc.get("type") == GATE_TYPE:
+            attrs = doc.get("attributes") or {}
+            name = attrs.get("name") or default_name(tuple(str(attrs.get("target", "")).split("/")))
+            if name in pipelines:
+                raise PipelineConfigError(
+                    f"{path}: attributes.name: approval gate {name!r} has the name of a pipeline; its requests would "
+                    "mix with the pipeline's: set another name"
+                )
             gates.append(path)
     return gates
 

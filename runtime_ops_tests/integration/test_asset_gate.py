@@ -19,11 +19,13 @@ import pytest
 from runtime_ops import clock
 from runtime_ops.cli import main as cli
 from runtime_ops.components import approval_gate
+from runtime_ops.components.loading import PipelineConfigError
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import load_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops_tests.support.approvals_support import ApiServer, FakeClock, operator_cli
 from runtime_ops_tests.support.flow import Flow
+from runtime_ops_tests.support.own_corpus import declare_pipeline
 from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.slack_server import SlackServer
 from runtime_ops_tests.support.slack_signing import interaction_body, sign
@@ -342,16 +344,34 @@ def test_a_partitioned_target_is_gated_per_partition(gated: Gated) -> None:
     assert not refused.success and "scoring/daily_summaries[2026-12-02]" in str(refused.all_events)
 
 
-def test_two_gates_merge_beside_each_other_and_beside_the_code_location(env) -> None:  # type: ignore[no-untyped-def]
-    env()
-    first = approval_gate(target="scoring/ticket_labels", approvers=["U1"], on_approval={"job": "publish_job"})
-    second = approval_gate(
-        target="scoring/summaries", approvers=["U1"], on_approval={"materialize": ["demo/rag_answers"]}
+def test_gates_merge_beside_each_other_and_beside_the_pipelines_of_the_code_location(
+    env,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A gate declared in runtime_ops' own defs folder is built beside its pipelines; two gates (one from code) merge
+    without a resource clash; a gate may not take a pipeline's name (their requests would mix)."""
+    pipelines = tmp_path / "pipelines"
+    declare_pipeline(pipelines, "docs", tmp_path / "landing")
+    (pipelines / "answers_gate").mkdir()
+    (pipelines / "answers_gate" / "defs.yaml").write_text(
+        "type: runtime_ops.components.ApprovalGate\nattributes:\n  target: docs/rag_answers\n  approvers: [U1]\n"
+        "  on_approval: {job: docs__index_job}\n"
     )
-    merged = dg.Definitions.merge(build_definitions(load_settings()), first, second)
+    env(RUNTIME_OPS_PIPELINES_DIR=str(pipelines))
+    second = approval_gate(
+        target="docs/retrieval_index", approvers=["U1"], on_approval={"materialize": ["docs/rag_answers"]}
+    )
+    merged = dg.Definitions.merge(build_definitions(load_settings()), second)
     repo = merged.get_repository_def()
     sensors = {s.name for s in repo.sensor_defs}
-    assert {"scoring__ticket_labels__approval_sensor", "scoring__summaries__approval_sensor"} <= sensors
-    assert {"state", "scoring__ticket_labels__gate_state", "scoring__summaries__gate_state"} <= set(
-        merged.resources or {}
+    assert {"docs__rag_answers__approval_sensor", "docs__retrieval_index__approval_sensor"} <= sensors
+    assert {"docs__approvals_sensor", "state"} <= sensors | set(merged.resources or {})
+    assert {"docs__rag_answers__gate_state", "docs__retrieval_index__gate_state"} <= set(merged.resources or {})
+    assert repo.get_job("docs__retrieval_index__on_approval") is not None
+
+    (pipelines / "answers_gate" / "defs.yaml").write_text(
+        "type: runtime_ops.components.ApprovalGate\nattributes:\n  target: docs/rag_answers\n  name: docs\n"
+        "  approvers: [U1]\n  on_approval: {job: docs__index_job}\n"
     )
+    with pytest.raises(PipelineConfigError, match="approval gate 'docs' has the name of a pipeline"):
+        build_definitions(load_settings())
