@@ -7,9 +7,7 @@ landing access, approval announcements, the run logger, the automation sensor an
 
 from __future__ import annotations
 
-import os
 import warnings
-from typing import overload
 
 import dagster as dg
 
@@ -20,29 +18,18 @@ from runtime_ops.observability.logs import configure_logging
 from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
 from runtime_ops.recovery.orphans import build_recovery_sensor
 from runtime_ops.resources.approvals import ApprovalsResource
+from runtime_ops.resources.configured import configured_url
 from runtime_ops.resources.landing import LandingResource
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.settings import Settings, get_settings
 
 
-@overload
-def _url(value: str | None, variable: str, default: str) -> str | dg.EnvVar: ...
-@overload
-def _url(value: str | None, variable: str, default: None = None) -> str | dg.EnvVar | None: ...
-def _url(value: str | None, variable: str, default: str | None = None) -> str | dg.EnvVar | None:
-    # A URL may carry a password: when it comes from the environment, Dagster gets the variable's name (read
-    # when the resource is used), so the UI and the repository snapshot never hold the value.
-    if not value:
-        return default
-    return dg.EnvVar(variable) if os.environ.get(variable, "").strip() else value
-
-
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
-    database_url = _url(settings.database_url, "RUNTIME_OPS_DATABASE_URL", settings.resolved_database_url)
+    database_url = configured_url(settings.database_url, "RUNTIME_OPS_DATABASE_URL", settings.resolved_database_url)
     return {
         "state": StateStoreResource(database_url=database_url),
-        "locks": LocksResource(redis_url=_url(settings.redis_url, "REDIS_URL"), database_url=database_url),
+        "locks": LocksResource(redis_url=configured_url(settings.redis_url, "REDIS_URL"), database_url=database_url),
         "landing": LandingResource(endpoint_url=settings.aws_endpoint_url),
         "approvals": ApprovalsResource(
             public_url=settings.public_url,

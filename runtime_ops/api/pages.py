@@ -91,7 +91,7 @@ def _link(url: str | None, text: str, element_id: str) -> str:
 def _dagster_links(view: RequestView) -> str:
     links = [
         _link(view.dagster_run_url, "the run that opened this request", "run-link"),
-        _link(view.candidate_url, "the candidate model", "candidate-link"),
+        _link(view.candidate_url, "the asset" if view.target is not None else "the candidate model", "candidate-link"),
         _link(view.report_url, "the evaluation report", "report-link"),
     ]
     shown = [a for a in links if a]
@@ -145,6 +145,28 @@ def _metrics(view: RequestView) -> str:
     return metrics_table(view.metrics, (cand_label, prod_label)) + note
 
 
+def _asset_evidence(view: RequestView) -> str:
+    """An asset gate's request: the materialization's evidence (its metadata) and the auto-approve rule's reason."""
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{escape(value)}</td></tr>" for name, value in view.evidence)
+    rule = f"<p id=verdict>{escape(view.verdict)}</p>" if view.verdict else ""
+    return (
+        f"<div class=card><span class=label>Evidence</span>{rule}<table id=evidence><thead><tr><th>field</th>"
+        f"<th>value</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        f"<p class=sub>Digest <code>{escape(view.candidate_digest[:16])}…</code> (this materialization). This "
+        "decision applies to exactly this materialization.</p>"
+    )
+
+
+def _promotion_evidence(view: RequestView) -> str:
+    return f"""<div class="card verdict"><span class=label>Evaluation verdict</span>
+<div id=verdict>{_verdict(view.verdict)}</div>
+{_evidence(view)}</div>
+{_online(view)}
+{_metrics(view)}
+<p class=sub>Candidate digest <code>{escape(view.candidate_digest[:16])}…</code> (model bytes + evaluation
+report). This decision applies to exactly this candidate.</p>"""
+
+
 def evidence_page(view: RequestView, approver: str) -> str:
     progress = ""
     if view.required_approvals > 1:
@@ -154,18 +176,18 @@ def evidence_page(view: RequestView, approver: str) -> str:
             f"{': ' + escape(names) if names else ''}.</p>"
         )
     expires = view.expires_at
+    title = (
+        f"Approve {view.target}?"
+        if view.target is not None
+        else f"Promote model v{view.candidate_version} to production?"
+    )
+    owner = "Gate" if view.target is not None else "Pipeline"
     body = f"""
-<h1>Promote model v{escape(str(view.candidate_version))} to production?</h1>
-<p class=sub>Pipeline <b id=pipeline>{escape(view.pipeline or "demo")}</b> · approval request
+<h1>{escape(title)}</h1>
+<p class=sub>{owner} <b id=pipeline>{escape(view.pipeline or "demo")}</b> · approval request
 <code>{escape(view.request_id)}</code> · you are <b id=approver>{escape(display_name(approver))}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
-<div class="card verdict"><span class=label>Evaluation verdict</span>
-<div id=verdict>{_verdict(view.verdict)}</div>
-{_evidence(view)}</div>
-{_online(view)}
-{_metrics(view)}
-<p class=sub>Candidate digest <code>{escape(view.candidate_digest[:16])}…</code> (model bytes + evaluation
-report). This decision applies to exactly this candidate.</p>
+{_asset_evidence(view) if view.target is not None else _promotion_evidence(view)}
 {_dagster_links(view)}
 {progress}
 <div class=card><form method=post>

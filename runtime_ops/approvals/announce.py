@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from runtime_ops.approvals import links
+from runtime_ops.approvals.asset_view import asset_view
 from runtime_ops.approvals.deadlines import run_deadlines
+from runtime_ops.approvals.gate import subject_label
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.online_gate import request_evidence
 from runtime_ops.approvals.ramp import ramp_held, ramp_text
@@ -128,8 +130,8 @@ class Announcer:
     def run_url(self, run_id: str | None) -> str | None:
         return f"{self.dagster_url.rstrip('/')}/runs/{run_id}" if run_id else None
 
-    def asset_url(self, pipeline: str, asset: str) -> str:
-        return f"{self.dagster_url.rstrip('/')}/assets/{pipeline}/{asset}"
+    def asset_url(self, *path: str) -> str:
+        return f"{self.dagster_url.rstrip('/')}/assets/{'/'.join(path)}"
 
     def promotion_runs_url(self, request: dict[str, Any]) -> str:
         """Where to watch the run an approval of `request` starts."""
@@ -146,6 +148,8 @@ class Announcer:
     # -------------------------------------------------------------- views
     def view(self, request: dict[str, Any]) -> RequestView:
         """What the Slack message and the approval page show of `request`."""
+        if request.get("target") is not None:
+            return asset_view(self, request)
         report = self.store.evaluations.get_eval_report(request["eval_report_id"]) or {}
         cand = report.get("candidate_metrics") or {}
         prod = report.get("production_metrics") or {}
@@ -267,7 +271,7 @@ class Announcer:
         if self.notifier is None:
             for approver in approvers:
                 self.emit(
-                    f"approval request {request['id']} (candidate v{request['candidate_version']}) waits for "
+                    f"approval request {request['id']} ({subject_label(request)}) waits for "
                     f"{approver}: {self.link(request, approver, now)}{note}"
                 )
             return {"channel_kind": "log", "links_for": approvers}
@@ -294,7 +298,7 @@ class Announcer:
         approvers = self.approvers(request, escalation=True)
         text = (
             f"{' '.join(f'<@{a}>' for a in approvers) or 'Nobody is configured to escalate to'}: approval "
-            f"{request['id']} for candidate v{request['candidate_version']} has waited since "
+            f"{request['id']} for {subject_label(request)} has waited since "
             f"{request['created_at']:%Y-%m-%d %H:%M} UTC"
         )
         if self.notifier is not None and request.get("slack_ts"):

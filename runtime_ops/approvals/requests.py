@@ -1,19 +1,17 @@
-"""A candidate's approval request, from the gate's verdict to a promotion: opening it (once per candidate digest),
-what its state means (`outcome_for`), and re-verifying it before a promotion (`verify_promotion`, `PromotionRefused`).
-
-What the checks, the promotion and the CLI all ask; the rule itself is `policies/gate_rule.py`. No Dagster here, so
-the same rules hold whether a check, a run that skipped the check, or a person asks.
+"""The retrieval pipeline's use of the gate (`approvals/gate.py`): its evidence is the latest evaluation report, its
+auto-approve rule the metric interval (`policies/gate_rule.py`); while a person decides, the candidate serves as the
+`canary` alias (removed again by the compensation if the request ends without approval), and the online half of the
+gate (`approvals/online_gate.py`) may hold an offline auto-approval for live traffic. `verify_promotion` re-checks a
+decision before the promotion. No Dagster here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runtime_ops.approvals.gate import GateOutcome, GateSubject, PromotionRefused, open_gate, outcome_for
 from runtime_ops.approvals.ramp import ramp_refusal
-from runtime_ops.command_hint import cli
-from runtime_ops.observability import tracing
 from runtime_ops.pipeline.resolve import approval_policy
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.policies.approvals import RequestPolicy
@@ -23,29 +21,6 @@ from runtime_ops.store.approvals.requests import Requests
 from runtime_ops.store.registry.evaluations import Evaluations
 from runtime_ops.store.serving.rollouts import Rollouts
 from runtime_ops.tags import CANARY_ALIAS
-
-
-class PromotionRefused(RuntimeError):
-    """Promotion is not allowed for this candidate; the message says why and what to do. `status` is the
-    approval request's status when a request decided it (`pending`: a person has not decided yet)."""
-
-    def __init__(self, message: str, status: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    passed: bool
-    status: str  # approved | pending | rejected | superseded | expired | below_policy | no_report
-    message: str
-    report: dict[str, Any] | None = None
-    request: dict[str, Any] | None = None
-
-
-def decide_command(request_id: str) -> str:
-    return f"{cli()} approvals approve {request_id}  (or: {cli()} approvals reject {request_id} --reason ...)"
-
 
 CANARY_COMPENSATION = "remove_canary"
 
@@ -82,58 +57,34 @@ def evaluate_gate(
     auto = bool(verdict["auto_approve"])
     if auto and online is not None and online.required and report.get("production_version") is not None:
         auto = False
-    # The request span's traceparent is stored on the request, so each decision (in the ops API or the CLI,
-    # minutes or days later) and the promotion run link back to it.
-    with tracing.approval_request_span(
-        **{"approval.kind": "policy" if auto else "human", "approval.candidate_version": version}
-    ) as span:
-        request, created = store.requests.open_request(
-            candidate_version=version,
-            candidate_digest=report["candidate_digest"],
-            eval_report_id=report["id"],
-            requested_by=requested_by,
-            kind="policy" if auto else "human",
-            decided_by="policy" if auto else None,
-            decision_reason=verdict["reason"] if auto else None,
-            run_id=run_id,
-            policy=policy,
-            compensation=CANARY_COMPENSATION,
-            now=now,
-            trace_context=tracing.traceparent(span),
-        )
-        span.set_attribute("approval.id", request["id"])
-        span.set_attribute("approval.created", created)
-    if created and not auto:
+    subject = GateSubject(
+        target=None,
+        digest=report["candidate_digest"],
+        auto=(True, verdict["reason"]) if auto else None,
+        candidate_version=version,
+        eval_report_id=report["id"],
+    )
+    opened = open_gate(
+        store,
+        subject,
+        requested_by=requested_by,
+        run_id=run_id,
+        policy=policy,
+        compensation=CANARY_COMPENSATION,
+        now=now,
+    )
+    request = opened.request or {}
+    if opened.created and not auto:
         store.registry.set_alias(CANARY_ALIAS, version, actor="gate", approval_id=request["id"], run_id=run_id)
-    return outcome_for(request, report)
+    return promotion_outcome(request, report)
 
 
-def outcome_for(request: dict[str, Any], report: dict[str, Any] | None) -> GateOutcome:
-    rid = request["id"]
-    version = request["candidate_version"]
-    status = request["status"]
-    if status == "approved":
-        how = "auto-approved by policy" if request["kind"] == "policy" else f"approved by {request['decided_by']}"
-        reason = f": {request['decision_reason']}" if request.get("decision_reason") else ""
-        return GateOutcome(True, status, f"candidate v{version} {how} ({rid}){reason}", report, request)
-    if status == "pending":
-        # Pending although the offline verdict auto-approves: the pipeline requires online evidence too.
-        online = (
-            " (it clears the offline gate; gate.online.required: live traffic may approve it)"
-            if (report is not None and (report.get("verdict") or {}).get("auto_approve"))
-            else ""
-        )
-        return GateOutcome(
-            False,
-            status,
-            f"candidate v{version} waits for a human decision{online}: approval request {rid}. "
-            f"Decide with: {decide_command(rid)}",
-            report,
-            request,
-        )
-    reason = f": {request['decision_reason']}" if request.get("decision_reason") else ""
-    by = f" by {request['decided_by']}" if request.get("decided_by") else ""
-    return GateOutcome(False, status, f"candidate v{version} was {status}{by} ({rid}){reason}", report, request)
+def promotion_outcome(request: dict[str, Any], report: dict[str, Any] | None) -> GateOutcome:
+    """`outcome_for` a model promotion's request: a pending request the offline verdict auto-approves waits for the
+    online half of the gate (`gate.online.required`)."""
+    offline_clear = report is not None and bool((report.get("verdict") or {}).get("auto_approve"))
+    note = " (it clears the offline gate; gate.online.required: live traffic may approve it)" if offline_clear else ""
+    return outcome_for(request, report, pending_note=note)
 
 
 def verify_promotion(
@@ -169,7 +120,7 @@ def verify_promotion(
         )
     if not report["verdict"]["meets_policy"]:
         raise PromotionRefused(f"refusing to promote candidate v{version}: {report['verdict']['reason']}")
-    outcome = outcome_for(request, report)
+    outcome = promotion_outcome(request, report)
     if not outcome.passed:
         raise PromotionRefused(f"refusing to promote: {outcome.message}", outcome.status)
     refusal = ramp_refusal(rollouts.stages(request["id"]))

@@ -1,9 +1,12 @@
-"""The approvals sensor: a recorded decision (a person's, or the online half of the gate's: `approvals/online_gate.py`)
-becomes a check result and a promotion run (after its ramp, when the pipeline declares one: `approvals/ramp.py`)."""
+"""The approvals sensors: a recorded decision (a person's, or the online half of the gate's: `approvals/online_gate.py`)
+becomes a check result and one run. `decisions_tick` is what every gate's sensor does on a tick; the retrieval
+pipeline's sensor (`approvals_tick`) launches the promotion (after its ramp, when the pipeline declares one:
+`approvals/ramp.py`), an asset gate's (`approvals/asset_gate.py`) its `on_approval`."""
 
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -14,9 +17,9 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
+from runtime_ops.approvals.gate import outcome_for
 from runtime_ops.approvals.online_gate import review_pending
 from runtime_ops.approvals.ramp import advance_ramp, ramp_text, stage_evidence
-from runtime_ops.approvals.requests import outcome_for
 from runtime_ops.jobs import AssetJob
 from runtime_ops.observability.logs import log_format
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -31,11 +34,13 @@ from runtime_ops.tags import APPROVAL_TAG, APPROVAL_TRACE_TAG
 console = logging.getLogger("runtime_ops.approvals")
 
 
-def _target(
-    instance: dg.DagsterInstance, report_key: dg.AssetKey
+def latest_materialization(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None = None
 ) -> AssetCheckEvaluationTargetMaterializationData | None:
-    # Without the target materialization, Dagster does not tie the runless result to the report it judges.
-    records = instance.fetch_materializations(report_key, limit=1).records
+    """The materialization a runless check result judges: without it, Dagster does not tie the result to it."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition is not None else None), limit=1
+    ).records
     if not records:
         return None
     record = records[0]
@@ -100,10 +105,21 @@ def _ramp_passed(
     return move.promote
 
 
-def approvals_tick(
-    context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec
+def decisions_tick(
+    context: dg.SensorEvaluationContext,
+    store: StateStore,
+    announcer: Any,
+    *,
+    passed: Callable[[dict[str, Any]], dg.AssetCheckEvaluation | None],
+    launch: Callable[[dict[str, Any]], dg.RunRequest | None],
+    review: Callable[[Callable[[str], None]], dict[str, list[str]]] | None = None,
+    kinds: tuple[str, ...] = ("human",),
 ) -> dg.SensorResult | dg.SkipReason:
-    report_key = dg.AssetKey(spec.asset_path("evaluation_report"))
+    """One tick of any gate's sensor (the retrieval pipeline's, an `ApprovalGate`'s): announce, escalate, expire and
+    compensate, resync Slack, anchor the audit heads, then turn each approved request not yet launched into its
+    passed check result (`passed`, once) and ONE run (`launch`; None: not yet, e.g. a ramp still running). `review`
+    runs first (the retrieval gate's online half), so a request it decides is announced by the same tick. `kinds`:
+    which approvals launch a run (an asset gate's `policy` approvals too)."""
 
     def emit(message: str) -> None:
         # Log lines never carry a link's token (logs redact it: a link decides for its approver). Without Slack,
@@ -118,9 +134,8 @@ def approvals_tick(
             console.warning(message)
 
     announcer.emit = emit
-    # Online first: a request it decides is compensated, and its Slack message updated, by the same tick.
-    online = review_pending(store, spec.gate.online, clock.now(), emit=context.log.info)
-    changes = {**online, **announcer.tick(clock.now())}
+    reviewed = review(context.log.info) if review is not None else {}
+    changes = {**reviewed, **announcer.tick(clock.now())}
     for kind, ids in changes.items():
         if ids:
             context.log.info(f"{kind}: {', '.join(ids)}")
@@ -129,42 +144,62 @@ def approvals_tick(
     reported: list[str] = cursor["reported"]
     requests: list[dg.RunRequest] = []
     events: list[dg.AssetCheckEvaluation] = []
-    for request in store.notifications.approved_unlaunched():
+    for request in store.notifications.approved_unlaunched(kinds):
         run = run_tagged(context.instance, APPROVAL_TAG, request["id"])
         if run is not None:
             store.notifications.mark_request_launched(request["id"], run.run_id)
             continue
         if request["id"] not in reported:
-            outcome = outcome_for(request, store.evaluations.get_eval_report(request["eval_report_id"]))
-            events.append(
-                dg.AssetCheckEvaluation(
-                    asset_key=report_key,
-                    check_name="human_approval",
-                    passed=True,
-                    blocking=True,
-                    description=outcome.message,
-                    metadata={"approval_id": request["id"], "decided_by": request["decided_by"] or ""},
-                    target_materialization_data=_target(context.instance, report_key),
-                )
-            )
+            event = passed(request)
+            if event is not None:
+                events.append(event)
             reported.append(request["id"])
-        if spec.rollout.ramps and not _ramp_passed(context, store, announcer, spec, request):
-            continue
-        requests.append(
-            dg.RunRequest(
-                run_key=request["id"],
-                job_name=spec.qualified("promotion_job"),
-                tags={
-                    **spec.lifecycle_tags,
-                    APPROVAL_TAG: request["id"],
-                    **GATED_RUN_TAGS,
-                    # The promotion's step spans link to the span that opened the request (see observe_step).
-                    **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
-                },
-                run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
-            )
-        )
+        run_request = launch(request)
+        if run_request is not None:
+            requests.append(run_request)
     if not requests and not events:
         done = ", ".join(f"{k} {len(v)}" for k, v in changes.items() if v)
         return dg.SkipReason(f"no new decisions{'; ' + done if done else ''}")
     return dg.SensorResult(run_requests=requests, asset_events=events, cursor=json.dumps({"reported": reported[-200:]}))
+
+
+def approvals_tick(
+    context: dg.SensorEvaluationContext, store: StateStore, announcer: Any, spec: PipelineSpec
+) -> dg.SensorResult | dg.SkipReason:
+    """The retrieval pipeline's tick: its online half first, a passed human_approval on the evaluation report, and
+    the promotion run after the ramp (when the pipeline declares one)."""
+    report_key = dg.AssetKey(spec.asset_path("evaluation_report"))
+
+    def passed(request: dict[str, Any]) -> dg.AssetCheckEvaluation:
+        outcome = outcome_for(request, store.evaluations.get_eval_report(request["eval_report_id"]))
+        return dg.AssetCheckEvaluation(
+            asset_key=report_key,
+            check_name="human_approval",
+            passed=True,
+            blocking=True,
+            description=outcome.message,
+            metadata={"approval_id": request["id"], "decided_by": request["decided_by"] or ""},
+            target_materialization_data=latest_materialization(context.instance, report_key),
+        )
+
+    def launch(request: dict[str, Any]) -> dg.RunRequest | None:
+        if spec.rollout.ramps and not _ramp_passed(context, store, announcer, spec, request):
+            return None
+        return dg.RunRequest(
+            run_key=request["id"],
+            job_name=spec.qualified("promotion_job"),
+            tags={
+                **spec.lifecycle_tags,
+                APPROVAL_TAG: request["id"],
+                **GATED_RUN_TAGS,
+                # The promotion's step spans link to the span that opened the request (see observe_step).
+                **({APPROVAL_TRACE_TAG: request["trace_context"]} if request.get("trace_context") else {}),
+            },
+            run_config={"ops": {spec.qualified("production_model"): {"config": {"approval_id": request["id"]}}}},
+        )
+
+    def review(log: Callable[[str], None]) -> dict[str, list[str]]:
+        # Online first: a request it decides is compensated, and its Slack message updated, by the same tick.
+        return review_pending(store, spec.gate.online, clock.now(), emit=log)
+
+    return decisions_tick(context, store, announcer, passed=passed, launch=launch, review=review)

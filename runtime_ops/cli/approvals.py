@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime_ops import clock
+from runtime_ops.approvals.gate import PromotionRefused, subject_label
 from runtime_ops.approvals.operators import OperatorRefused, operator
-from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
+from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
 from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.decisions.decide import decide
@@ -34,8 +35,37 @@ def cmd_approvals_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         r["digest"] = r["candidate_digest"][:12]
-        r["candidate"] = f"v{r['candidate_version']}"
+        # What it approves: a model promotion's candidate, or an asset gate's materialization.
+        r["candidate"] = f"v{r['candidate_version']}" if r.get("target") is None else r["target"]
     print_table(rows, ["id", "pipeline", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
+    return 0
+
+
+def cmd_approvals_show(args: argparse.Namespace) -> int:
+    """One request's story: what it approves (a model candidate, or a gated asset's materialization and its
+    evidence), its state, its policy and its votes."""
+    store = request_store(args.request_id)
+    request = store.requests.get_request(args.request_id)
+    if request is None:
+        raise UserError(f"no approval request {args.request_id!r}; list them with: runtime-ops approvals list")
+    if args.json:
+        votes = store.votes.for_request(request["id"])
+        print(json.dumps({**request, "votes": votes}, default=str, indent=2))
+        return 0
+    print(f"{request['id']}: {subject_label(request)} · {request['status']} ({request['kind']})")
+    print(f"  {'gate' if request.get('target') is not None else 'pipeline'}: {request['pipeline']}")
+    print(f"  requested by {request['requested_by']} at {request['created_at']:%Y-%m-%d %H:%M} UTC")
+    if request.get("expire_at") is not None:
+        print(f"  expires {request['expire_at']:%Y-%m-%d %H:%M} UTC")
+    for name, value in (request.get("evidence") or {}).items():
+        print(f"  evidence {name}: {value}")
+    approvers = ", ".join(request.get("approvers") or []) or "anyone"
+    print(f"  needs {request['required_approvals']} approval(s) of: {approvers}")
+    for vote in store.votes.for_request(request["id"]):
+        print(f"  {vote['vote']} by {vote['actor']} via {vote['channel']} at {vote['created_at']:%Y-%m-%d %H:%M} UTC")
+    if request.get("decided_by"):
+        reason = f": {request['decision_reason']}" if request.get("decision_reason") else ""
+        print(f"  decided by {request['decided_by']}{reason}")
     return 0
 
 
@@ -104,6 +134,8 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
                 f"The approvals sensor starts the ramp ({shares} of sessions) on its next tick; the promotion run "
                 "launches after its last stage shows no loss, and a loss rolls it back."
             )
+        elif request is not None and request.get("target") is not None:
+            print("The gate's approval sensor launches its on_approval run on its next tick (run key = approval id).")
         else:
             print("The approvals sensor launches the promotion run on its next tick (run key = approval id).")
     return 0 if outcome.counted else 1
@@ -175,6 +207,10 @@ def register(sub: Any) -> None:
     p.add_argument("--pipeline", default=None, help="only this pipeline's requests (default: every pipeline)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_approvals_list)
+    p = asub.add_parser("show", help="one request: what it approves, its evidence, state, policy and votes")
+    p.add_argument("request_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_approvals_show)
     for name, approve in (("approve", True), ("reject", False)):
         p = asub.add_parser(name, help=f"{name} a pending request")
         p.add_argument("request_id")

@@ -27,6 +27,7 @@ from runtime_ops.pipeline.spec import ChunkingSpec, PipelineSpec
 from runtime_ops.settings import Settings, get_settings
 
 COMPONENT_TYPE = "runtime_ops.components.RetrievalPipeline"
+GATE_TYPE = "runtime_ops.components.ApprovalGate"
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "defs"
 
 
@@ -205,19 +206,41 @@ def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
     tree = ComponentTree.from_module(defs_module=_defs_module(folder), project_root=folder.parent)
     token = LOADING_SETTINGS.set(settings)
     try:
-        return _build(tree, declared)
+        return _build(tree, [p.path for p in declared] + declared_gates(folder, [p.name for p in declared]))
     finally:
         LOADING_SETTINGS.reset(token)
 
 
-def _build(tree: Any, declared: Sequence[DeclaredPipeline]) -> dg.Definitions:
+def declared_gates(folder: Path, pipelines: Sequence[str] = ()) -> list[Path]:
+    """The defs.yaml files of the folder that declare an `ApprovalGate` on one of this code location's assets. A
+    gate's name is the scope of its requests: one that is also a pipeline's would mix them, so it is refused."""
+    import yaml
+
+    from runtime_ops.pipeline.gate_spec import default_name
+
+    gates = []
+    for path in sorted(folder.rglob("defs.yaml")):
+        doc = yaml.safe_load(_read(path))
+        if isinstance(doc, dict) and doc.get("type") == GATE_TYPE:
+            attrs = doc.get("attributes") or {}
+            name = attrs.get("name") or default_name(tuple(str(attrs.get("target", "")).split("/")))
+            if name in pipelines:
+                raise PipelineConfigError(
+                    f"{path}: attributes.name: approval gate {name!r} has the name of a pipeline; its requests would "
+                    "mix with the pipeline's: set another name"
+                )
+            gates.append(path)
+    return gates
+
+
+def _build(tree: Any, declared: Sequence[Path]) -> dg.Definitions:
     with warnings.catch_warnings():
         # The component machinery tags its own code references with beta classes: not ours to act on.
         warnings.simplefilter("ignore", dg.BetaWarning)
         warnings.simplefilter("ignore", dg.PreviewWarning)
         # Each declared folder on its own: the tree's root would also import every installed integration's
         # component types (seconds of boto3 etc.) to describe them in repository metadata we do not use.
-        return dg.Definitions.merge(*(tree.build_defs(p.path.parent) for p in declared))
+        return dg.Definitions.merge(*(tree.build_defs(path.parent) for path in declared))
 
 
 def _raw_attributes(path: Path) -> dict[str, Any]:

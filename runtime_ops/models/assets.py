@@ -10,7 +10,8 @@ from typing import Any
 import dagster as dg
 
 from runtime_ops import clock
-from runtime_ops.approvals.requests import decide_command, evaluate_gate, request_policy
+from runtime_ops.approvals.gate import SYSTEM, decide_command
+from runtime_ops.approvals.requests import evaluate_gate, request_policy
 from runtime_ops.jobs import AssetJob
 from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text
@@ -112,9 +113,6 @@ def build_model_assets(spec: PipelineSpec, document_chunks: dg.AssetsDefinition)
             yield result
 
     return [embedding_model, golden_questions, evaluation_report, production_model]
-
-
-SYSTEM = "system"
 
 
 def _requester(context: dg.AssetCheckExecutionContext, retraining: Retraining, alerts: Alerts) -> str:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from runtime_ops.approvals.requests import PromotionRefused, verify_promotion
+from runtime_ops.approvals.gate import PromotionRefused
+from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.labels import version_label
 from runtime_ops.locks.base import LockError
 from runtime_ops.locks.promotion import promotion_lease

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from runtime_ops.durations import parse_duration
 from runtime_ops.errors import UserError
+from runtime_ops.pipeline.approval_attributes import ApprovalAttributes
 from runtime_ops.pipeline.attributes import PipelineAttributes, RetrainAttributes
 from runtime_ops.pipeline.embedder_attributes import SentenceTransformerAttributes
 from runtime_ops.pipeline.spec import (
@@ -172,17 +173,19 @@ def approval_policy(a: ApprovalSpec) -> RequestPolicy:
     )
 
 
-def _from(given: object, field: str, variable: str) -> str:
+def _from(given: object, field: str, variable: str, section: tuple[str, ...]) -> str:
     """Where a policy value comes from: the defs.yaml field when it is given, else the variable it fell back to."""
-    return f"approvals.{field}" if given is not None else variable
+    return ".".join((*section, field)) if given is not None else variable
 
 
-def check_policy(attrs: PipelineAttributes, approvals: ApprovalSpec, *, source: str = "") -> None:
+def check_policy(
+    a: ApprovalAttributes, approvals: ApprovalSpec, *, source: str = "", section: tuple[str, ...] = ("approvals",)
+) -> None:
     """Refuse at load a policy no request could ever meet, rather than when the first request opens: more approvals
     required than there are people who can ever decide (the approvers and every escalation tier, which joins before
     the request expires), or escalation deadlines out of order. Each value is named where it comes from: the
-    defs.yaml field, or the process-wide variable it fell back to."""
-    a = attrs.approvals
+    defs.yaml field (under `section`: a pipeline's `approvals:`, a gate's top level), or the process-wide variable
+    it fell back to."""
     tiers = ("escalation", a.escalation) if a.escalation else ("escalation_approvers", a.escalation_approvers)
     try:
         policy = approval_policy(replace(approvals, required_approvals=1))
@@ -190,37 +193,39 @@ def check_policy(attrs: PipelineAttributes, approvals: ApprovalSpec, *, source: 
         escalation = "escalation" if a.escalation else "escalate_after"
         field = escalation if a.escalation or a.expire_after is None else "expire_after"
         sources = (
-            _from(a.escalation or a.escalate_after, escalation, "RUNTIME_OPS_ESCALATE_AFTER"),
-            _from(a.expire_after, "expire_after", "RUNTIME_OPS_EXPIRE_AFTER"),
+            _from(a.escalation or a.escalate_after, escalation, "RUNTIME_OPS_ESCALATE_AFTER", section),
+            _from(a.expire_after, "expire_after", "RUNTIME_OPS_EXPIRE_AFTER", section),
         )
         raise DeclarationError(
-            ("approvals", field),
+            (*section, field),
             f"{exc} ({' / '.join(sources)}); a request could never open: set the deadlines in order "
-            "(approvals.escalate_after: off for no escalation)",
+            f"({'.'.join((*section, 'escalate_after'))}: off for no escalation)",
             source,
         ) from None
     deciders, required = policy.deciders, approvals.required_approvals
     if not deciders or required <= len(deciders):  # no approvers at all: anyone may decide (embedded mode)
         return
     first, later = sorted(policy.approvers), sorted(deciders - set(policy.approvers))
-    who = [f"{', '.join(first)} ({_from(a.approvers, 'approvers', 'RUNTIME_OPS_APPROVERS')})"] if first else []
+    who = [f"{', '.join(first)} ({_from(a.approvers, 'approvers', 'RUNTIME_OPS_APPROVERS', section)})"] if first else []
     if later:
-        who.append(f"{', '.join(later)} ({_from(tiers[1], tiers[0], 'RUNTIME_OPS_ESCALATION_APPROVERS')})")
-    wanted = _from(a.required_approvals, "required_approvals", "RUNTIME_OPS_REQUIRED_APPROVALS")
+        who.append(f"{', '.join(later)} ({_from(tiers[1], tiers[0], 'RUNTIME_OPS_ESCALATION_APPROVERS', section)})")
+    wanted = _from(a.required_approvals, "required_approvals", "RUNTIME_OPS_REQUIRED_APPROVALS", section)
     field = "required_approvals" if a.required_approvals is not None or a.approvers is None else "approvers"
     raise DeclarationError(
-        ("approvals", field),
+        (*section, field),
         f"{required} approvals required ({wanted}) but only {len(deciders)} approver{'s' if len(deciders) > 1 else ''} "
         f"can ever decide: {' and '.join(who)}; name more approvers or require fewer approvals",
         source,
     )
 
 
-def check_approvers(attrs: PipelineAttributes, settings: Settings, *, source: str = "") -> None:
+def check_approvers(
+    a: ApprovalAttributes, settings: Settings, *, owner: str, source: str = "", field: str = "approvals.approvers"
+) -> None:
     """Refuse a pipeline with no approvers once Slack or a public URL is configured: every member of the
     workspace (guests too), or anyone holding a link's page, could approve a production promotion. Local use
     (no Slack, the default loopback URL) keeps the open default: the CLI's operator decides."""
-    if attrs.approvals.approvers or settings.approvers:
+    if a.approvers or settings.approvers:
         return
     exposed = []
     if settings.slack_bot_token or settings.slack_signing_secret:
@@ -230,21 +235,28 @@ def check_approvers(attrs: PipelineAttributes, settings: Settings, *, source: st
     if exposed:
         where = f"{source}: " if source else ""
         raise OpenApprovals(
-            f"{where}pipeline {attrs.name!r} names no approvers while {' and '.join(exposed)} is configured: anyone "
-            "reaching it could approve a production promotion. Set approvals.approvers in its defs.yaml (or "
+            f"{where}{owner} names no approvers while {' and '.join(exposed)} is configured: anyone "
+            f"reaching it could approve what it gates. Set {field} in its defs.yaml (or "
             "RUNTIME_OPS_APPROVERS) to the ids allowed to decide."
         )
 
 
-def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
-    landing = attrs.landing
-    approvals = attrs.approvals
+def approval_spec(
+    approvals: ApprovalAttributes,
+    settings: Settings,
+    *,
+    owner: str,
+    source: str = "",
+    section: tuple[str, ...] = ("approvals",),
+) -> ApprovalSpec:
+    """Who decides, how many, by when: the declared values, else the process-wide ones; refused at load when no
+    request could ever be decided, or nobody is named while Slack or a public URL is configured. `owner` names the
+    pipeline or gate in that refusal; `section` is where its approval fields sit in defs.yaml."""
     escalate = (
         parse_duration(approvals.escalate_after) if approvals.escalate_after is not None else settings.escalate_after
     )
     expire = parse_duration(approvals.expire_after) if approvals.expire_after is not None else settings.expire_after
-    answers = attrs.answers
-    check_approvers(attrs, settings, source=source)
+    check_approvers(approvals, settings, owner=owner, source=source, field=".".join((*section, "approvers")))
     approval = ApprovalSpec(
         approvers=tuple(_first(approvals.approvers, list(settings.approvers))),
         escalation_approvers=tuple(_first(approvals.escalation_approvers, list(settings.escalation_approvers))),
@@ -254,7 +266,14 @@ def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Pat
         slack_channel=_first(approvals.slack_channel, settings.slack_approval_channel),
         tiers=tuple((tuple(t.approvers), _tier_after(t.after)) for t in approvals.escalation or ()),
     )
-    check_policy(attrs, approval, source=source)
+    check_policy(approvals, approval, source=source, section=section)
+    return approval
+
+
+def resolve_spec(attrs: PipelineAttributes, settings: Settings, *, base_dir: Path, source: str = "") -> PipelineSpec:
+    landing = attrs.landing
+    answers = attrs.answers
+    approval = approval_spec(attrs.approvals, settings, owner=f"pipeline {attrs.name!r}", source=source)
     return PipelineSpec(
         name=attrs.name,
         description=attrs.description,

@@ -1,5 +1,5 @@
-"""The digests that bind a human decision to one candidate: a report's canonical sha256, and the (model, report)
-pair's."""
+"""The digests that bind a human decision to exactly what it was shown: a report's canonical sha256, the (model,
+report) pair's, and a gated asset's materialization's."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-__all__ = ["candidate_digest", "report_digest"]
+__all__ = ["candidate_digest", "materialization_digest", "report_digest"]
 
 _SIGNIFICANT_DIGITS = 12
 
@@ -24,6 +22,18 @@ def candidate_digest(model_digest: str, report_digest: str) -> str:
             raise ValueError(f"{name} must be a non-empty single-line string, got {value!r}")
     payload = f"model:{model_digest}\nreport:{report_digest}".encode()
     return hashlib.sha256(payload).hexdigest()
+
+
+def materialization_digest(target: str, data_version: str | None, metadata: Mapping[str, object]) -> str:
+    """sha256 naming one materialization of a gated asset: of its data version when it has one (Dagster gives every
+    materialization one; it repeats only for the same code version on the same inputs, i.e. the same data), else of
+    its metadata values. The target's label, partition included, is part of it, so equal data in two partitions
+    never shares a request."""
+    what: dict[str, object] = {"target": target}
+    what.update({"data_version": data_version} if data_version else {"metadata": dict(metadata)})
+    # Metadata may hold values JSON has no form for: their text is what the digest binds.
+    payload = json.dumps(what, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
 
 def report_digest(report: Mapping[str, object]) -> str:
@@ -39,6 +49,9 @@ def report_digest(report: Mapping[str, object]) -> str:
 
 
 def _canonical(value: Any, where: str) -> Any:
+    # numpy only here: loading the code location (which imports the asset gate's digest) must not pay for it.
+    import numpy as np
+
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, np.generic):

@@ -29,6 +29,9 @@ PUBLIC_FIELDS = (
     "kind",
     "candidate_version",
     "candidate_digest",
+    # An asset gate's request: the gated materialization's label and its evidence (None for a model promotion).
+    "target",
+    "evidence",
     "requested_by",
     "created_at",
     "decided_at",

@@ -84,6 +84,10 @@ class RequestView:
     next_step: str = ""  # what the decision sets in motion, and when
     # the online evidence beside the offline, plain lines (`approvals/online_gate.RequestEvidence.lines`)
     online: list[str] = field(default_factory=list)
+    # An asset gate's request (`ApprovalGate`): the gated materialization's label and its evidence (name, value);
+    # None for a model promotion.
+    target: str | None = None
+    evidence: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -100,6 +104,8 @@ class RequestView:
 
 
 def _title(view: RequestView) -> str:
+    if view.target is not None:
+        return f"Approve {view.target}?"
     model = f"{view.pipeline} model" if view.pipeline else "model"
     return f"Promote {model} {version_label(view.candidate_version)} to production?"
 
@@ -139,7 +145,8 @@ def outcome_text(view: RequestView, *, slack_markup: bool = True) -> str:
         return f"⌛ Expired without a decision{at} — rejected (fail closed)"
     if view.status == "superseded":
         by = f" by {escape(view.superseded_by)}" if view.superseded_by else ""
-        return f"↪ Superseded{by} (the candidate was re-trained; this decision no longer applies)"
+        changed = "it was materialized again" if view.target is not None else "the candidate was re-trained"
+        return f"↪ Superseded{by} ({changed}; this decision no longer applies)"
     # pending
     count = _approval_count(view)
     text = f"⏳ {count}: {people(view.approvals)}" if view.approvals else f"⏳ Waiting for {count}"
@@ -196,6 +203,18 @@ def _confirm(title: str, text: str, confirm: str, style: str) -> dict[str, Any]:
 def _actions_block(view: RequestView) -> dict[str, Any]:
     version = version_label(view.candidate_version)
     digest = escape(view.candidate_digest[:12])
+    if view.target is not None:
+        subject = escape(truncate(view.target, 200))
+        approving = (
+            f"Approve {subject} (digest `{digest}`): what follows it runs. Your approval is recorded in the audit log."
+        )
+        rejecting = f"{subject} (digest `{digest}`) will not be approved; nothing that waits on it runs."
+        version = truncate(view.target, 60)
+    else:
+        approving = (
+            f"Promote model {version} (digest `{digest}`) to production. Your approval is recorded in the audit log."
+        )
+        rejecting = f"Model {version} (digest `{digest}`) will not be promoted; production stays as it is."
     return {
         "type": "actions",
         "block_id": view.block_id,
@@ -206,13 +225,7 @@ def _actions_block(view: RequestView) -> dict[str, Any]:
                 "text": plain("Approve", MAX_BUTTON_TEXT),
                 "style": "primary",
                 "value": view.request_id,
-                "confirm": _confirm(
-                    f"Approve {version}?",
-                    f"Promote model {version} (digest `{digest}`) to production. Your approval is recorded "
-                    "in the audit log.",
-                    "Approve",
-                    "primary",
-                ),
+                "confirm": _confirm(f"Approve {version}?", approving, "Approve", "primary"),
             },
             {
                 "type": "button",
@@ -220,12 +233,7 @@ def _actions_block(view: RequestView) -> dict[str, Any]:
                 "text": plain("Reject", MAX_BUTTON_TEXT),
                 "style": "danger",
                 "value": view.request_id,
-                "confirm": _confirm(
-                    f"Reject {version}?",
-                    f"Model {version} (digest `{digest}`) will not be promoted; production stays as it is.",
-                    "Reject",
-                    "danger",
-                ),
+                "confirm": _confirm(f"Reject {version}?", rejecting, "Reject", "danger"),
             },
         ],
     }
@@ -263,8 +271,17 @@ def _next_step_blocks(view: RequestView) -> list[dict[str, Any]]:
     return [{"type": "section", "block_id": "next_step", "text": mrkdwn(text, MAX_SECTION_TEXT)}]
 
 
-def request_blocks(view: RequestView) -> list[dict[str, Any]]:
-    """The Block Kit message for an approval request; buttons only while it is pending."""
+def _asset_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """What an asset gate's request shows: the materialization's evidence, and the auto-approve rule's reason."""
+    lines = [f"• {escape(truncate(name, 100))}: {escape(truncate(value, 200))}" for name, value in view.evidence]
+    text = f"*{escape(truncate(view.target or '', 500))}*\n" + ("\n".join(lines) if lines else "_no evidence declared_")
+    if view.verdict:
+        text += f"\n*Rule:* {escape(view.verdict)}"
+    return [{"type": "section", "block_id": "asset_evidence", "text": mrkdwn(text, MAX_SECTION_TEXT)}]
+
+
+def _comparison_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """What a model promotion's request shows: both models' metrics, the verdict, the interval, the changes."""
     on = evaluated_on(view)
     # Production is re-scored on the candidate's set, so its numbers here can differ from its own report's.
     prod = f"production {version_label(view.production_version)}" if view.production_version is not None else None
@@ -279,14 +296,21 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     verdict = f"*{escape(words)}*" + (f": {escape(rest)}" if rest else "") if view.verdict else "_no verdict_"
     intro = f"{comparing}\n*Verdict:* "
     caption = f"Both columns scored on evaluation {on}" if on else ""
-    blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": plain(_title(view), MAX_HEADER_TEXT)},
+    return [
         {"type": "section", "text": mrkdwn(intro + verdict, MAX_SECTION_TEXT)},
         {
             "type": "section",
             "text": {"type": "mrkdwn", "text": _metrics_table(view.metrics, MAX_SECTION_TEXT, caption)},
         },
         *_evidence_blocks(view),
+    ]
+
+
+def request_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """The Block Kit message for an approval request; buttons only while it is pending."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": plain(_title(view), MAX_HEADER_TEXT)},
+        *(_asset_blocks(view) if view.target is not None else _comparison_blocks(view)),
         {"type": "section", "block_id": "outcome", "text": mrkdwn(outcome_text(view), MAX_SECTION_TEXT)},
         *_next_step_blocks(view),
     ]
@@ -301,7 +325,7 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     if view.dagster_run_url:
         links.append(link(view.dagster_run_url, "Dagster run"))
     if view.candidate_url:
-        links.append(link(view.candidate_url, "Candidate model"))
+        links.append(link(view.candidate_url, "Asset in Dagster" if view.target is not None else "Candidate model"))
     if view.report_url:
         links.append(link(view.report_url, "Evaluation report"))
     if view.page_url and view.status == "pending":

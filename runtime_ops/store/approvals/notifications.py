@@ -110,14 +110,15 @@ class Notifications(Repository):
             conn.execute(update(_R).where(mine).values(slack_status=slack_status))
 
     # ------------------------------------------------------------------ promotion runs
-    def approved_unlaunched(self) -> list[dict[str, Any]]:
-        """Human approvals whose promotion run has not been recorded yet."""
+    def approved_unlaunched(self, kinds: tuple[str, ...] = ("human",)) -> list[dict[str, Any]]:
+        """Approvals (by a person; `policy` too for an asset gate, whose run follows any approval) whose run has
+        not been recorded yet."""
         with self.tx() as conn:
             q = select(_R).where(
                 and_(
                     self.owned(_R),
                     _R.c.status == "approved",
-                    _R.c.kind == "human",
+                    _R.c.kind.in_(kinds),
                     _R.c.promotion_run_id.is_(None),
                 )
             )

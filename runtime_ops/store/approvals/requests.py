@@ -1,7 +1,9 @@
-"""Approval requests of a pipeline: open (once per candidate digest, auditing the opening), get, list.
+"""Approval requests of a pipeline (or an asset gate): open (once per digest, auditing the opening), get, list.
 
-Requests are pipeline-owned: a candidate digest has one request per pipeline, opening one supersedes only the
-pipeline's own pending requests, and a request id of another pipeline reads as unknown.
+Requests are scope-owned (the `pipeline` column holds the pipeline's or the gate's name): a digest has one request
+per scope, opening one supersedes only the scope's own pending requests for the same target, and a request id of
+another scope reads as unknown. A model promotion's request has no `target` (NULL); an asset gate's names the
+gated asset (one label per partition), so the partitions of one gate never supersede each other.
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ class Requests(Repository):
     def open_request(
         self,
         *,
-        candidate_version: int,
         candidate_digest: str,
-        eval_report_id: int,
         requested_by: str,
+        candidate_version: int | None = None,
+        eval_report_id: int | None = None,
+        target: str | None = None,
+        evidence: dict[str, Any] | None = None,
         kind: str = "human",
         decided_by: str | None = None,
         decision_reason: str | None = None,
@@ -48,10 +52,11 @@ class Requests(Repository):
         now: datetime | None = None,
         trace_context: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
-        """Open the approval request for a candidate digest, once. Returns (request, created).
+        """Open the approval request for a digest, once. Returns (request, created).
 
-        A `policy` request is created already approved. Opening a request supersedes the pipeline's pending
-        requests for other digests: a decision applies only to the candidate it was shown.
+        A `policy` request is created already approved. Opening a request supersedes the scope's pending requests
+        for other digests of the same target (`None`: the model promotion): a decision applies only to what it
+        was shown.
         """
         pipeline = self.owner("open an approval request")
         now = now or utcnow()
@@ -63,6 +68,8 @@ class Requests(Repository):
             "candidate_version": candidate_version,
             "candidate_digest": candidate_digest,
             "eval_report_id": eval_report_id,
+            "target": target,
+            "evidence": evidence,
             "kind": kind,
             "status": "approved" if kind == "policy" else OPEN,
             "requested_by": requested_by,
@@ -76,7 +83,7 @@ class Requests(Repository):
         if kind == "policy":
             values.update(decided_at=now, decided_by=decided_by or "policy", decision_reason=decision_reason)
         detail = {
-            "candidate_version": candidate_version,
+            **({"target": target} if target is not None else {"candidate_version": candidate_version}),
             "candidate_digest": candidate_digest,
             "kind": kind,
             "reason": decision_reason,
@@ -87,8 +94,11 @@ class Requests(Repository):
             existing = self.insert_once(conn, values, channel="dagster", detail=detail, now=now)
             if existing is not None:
                 return existing, False
+            same_target = _R.c.target.is_(None) if target is None else _R.c.target == target
             stale = conn.execute(
-                select(_R.c.id).where(and_(_R.c.pipeline == pipeline, _R.c.status == OPEN, _R.c.id != request_id))
+                select(_R.c.id).where(
+                    and_(_R.c.pipeline == pipeline, _R.c.status == OPEN, _R.c.id != request_id, same_target)
+                )
             ).all()
             for s in stale:
                 conn.execute(
@@ -98,7 +108,8 @@ class Requests(Repository):
                         status="superseded",
                         decided_at=now,
                         superseded_by=request_id,
-                        decision_reason=f"superseded by {request_id}: the candidate changed",
+                        decision_reason=f"superseded by {request_id}: "
+                        + ("the candidate changed" if target is None else f"{target} was materialized again"),
                     )
                 )
                 self._audit.append_in(
@@ -141,6 +152,13 @@ class Requests(Repository):
         with self.tx() as conn:
             q = select(_R).where(and_(_R.c.candidate_digest == candidate_digest, self.owned(_R)))
             return row_dict(conn.execute(q.order_by(_R.c.created_at).limit(1)).first())
+
+    def requests_for_target(self, target: str, digest: str) -> list[dict[str, Any]]:
+        """The requests (of every scope, when unscoped: each gate on the target has its own) for one
+        materialization of a gated target, oldest first."""
+        q = select(_R).where(and_(_R.c.target == target, _R.c.candidate_digest == digest, self.owned(_R)))
+        with self.tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(_R.c.created_at))]
 
     def get_request(self, request_id: str) -> dict[str, Any] | None:
         with self.tx() as conn:

@@ -23,9 +23,15 @@ approval_requests = Table(
     metadata,
     Column("id", String(64), primary_key=True),
     Column("pipeline", String(64), nullable=False, server_default=DEFAULT_PIPELINE),
-    Column("candidate_version", Integer, nullable=False),
+    # A model promotion names its candidate and evaluation report; an asset gate's request has neither
+    # (migration 0022) and names its `target` instead. The digest is of what is approved, either way.
+    Column("candidate_version", Integer),
     Column("candidate_digest", String(64), nullable=False),
-    Column("eval_report_id", Integer, ForeignKey("eval_reports.id"), nullable=False),
+    Column("eval_report_id", Integer, ForeignKey("eval_reports.id")),
+    # The gated asset's label ("scoring/ticket_labels", "scoring/ticket_labels[2026-12-01]"); NULL: a model promotion.
+    Column("target", String(512)),
+    # The materialization's metadata shown to approvers (the gate's `evidence` fields).
+    Column("evidence", JSON),
     # `policy` requests are decided by the gate's policy at creation; `human` ones wait for a person.
     Column("kind", String(16), nullable=False),
     # pending -> approved | rejected | superseded | expired
