@@ -205,19 +205,26 @@ def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
     tree = ComponentTree.from_module(defs_module=_defs_module(folder), project_root=folder.parent)
     token = LOADING_SETTINGS.set(settings)
     try:
-        return _build(tree, declared)
+        return _build(tree, declared, other_components(folder))
     finally:
         LOADING_SETTINGS.reset(token)
 
 
-def _build(tree: Any, declared: Sequence[DeclaredPipeline]) -> dg.Definitions:
+def _build(tree: Any, declared: Sequence[DeclaredPipeline], others: Sequence[Path]) -> dg.Definitions:
     with warnings.catch_warnings():
         # The component machinery tags its own code references with beta classes: not ours to act on.
         warnings.simplefilter("ignore", dg.BetaWarning)
         warnings.simplefilter("ignore", dg.PreviewWarning)
         # Each declared folder on its own: the tree's root would also import every installed integration's
         # component types (seconds of boto3 etc.) to describe them in repository metadata we do not use.
-        return dg.Definitions.merge(*(tree.build_defs(p.path.parent) for p in declared))
+        folders = [p.path.parent for p in declared] + [path.parent for path in others]
+        return dg.Definitions.merge(*(tree.build_defs(folder) for folder in folders))
+
+
+def other_components(folder: Path) -> list[Path]:
+    """The defs.yaml files under `folder` that declare another component type than RetrievalPipeline (e.g. the
+    InferencePipeline of `defs/tickets`): Dagster's component tree checks and builds them as they are."""
+    return [f for f in sorted(folder.rglob("defs.yaml")) if check_file(f) is None]
 
 
 def _raw_attributes(path: Path) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """inference_results: an item's model output stored once per (pipeline, item, input digest, model), so a retried run
 calls the endpoint only for the items without a result
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0021 (after merging i28-gate: 0022, its approval_requests generalization)
 Create Date: 2026-12-05 10:00:00.000000
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
+revision = "0023"
+# Numbered after i28-gate's 0022 (approval requests for any asset), built in parallel: when both are merged, this
+# revises 0022 (set down_revision = "0022"), so the chain stays linear.
 down_revision = "0021"
 branch_labels = None
 depends_on = None
