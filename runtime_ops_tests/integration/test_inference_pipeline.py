@@ -7,6 +7,7 @@ enabled once branch i28-gate's ApprovalGate is merged).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -262,3 +263,45 @@ def test_labels_are_published_only_after_approval(env, postgres_url: str, dagste
     assert published.success
     lines = published_file.read_text().splitlines()
     assert len(lines) == 40 and labels_key
+
+
+def test_the_landing_sensor_starts_one_run_per_state_of_the_ticket_files(tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        _sensor_scenario(stack, tmp_path)
+
+
+def _sensor_scenario(stack: contextlib.ExitStack, tmp_path: Path) -> None:
+    import dagster as dg
+
+    from runtime_ops.inference.assets import build_inference_defs
+    from runtime_ops.inference.spec import InferenceSpec
+    from runtime_ops.resources.landing import LandingResource
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    spec = InferenceSpec("tickets", str(landing), str(tmp_path / "out"), LABELS, "m", Prices(), 2, 5.0, None, 1)
+    [sensor] = build_inference_defs(spec, lambda context, target: {}).sensors or []
+    assert isinstance(sensor, dg.SensorDefinition)
+
+    def tick(cursor: str | None) -> tuple[list[dg.RunRequest], str | None]:
+        with dg.instance_for_test() as instance:
+            context = dg.build_sensor_context(
+                instance=instance, cursor=cursor, resources={"landing": LandingResource()}
+            )
+            result = sensor.evaluate_tick(context)
+        return list(result.run_requests or []), result.cursor
+
+    requests, cursor = tick(None)
+    assert requests == []  # an empty landing: nothing to label
+    (landing / "a.jsonl").write_text('{"id": "T-1", "text": "charged twice"}\n')
+    (landing / "notes.md").write_text("not a ticket file")
+    requests, cursor = tick(cursor)
+    assert len(requests) == 1 and (requests[0].run_key or "").startswith("tickets:")
+    first_key = requests[0].run_key
+    assert tick(cursor)[0] == []  # nothing changed: no run
+    assert tick(None)[0][0].run_key == first_key  # the same state evaluated again: the same run key (deduped)
+    (landing / "notes.md").write_text("still not a ticket file, changed")
+    assert tick(cursor)[0] == []  # only ticket files count
+    (landing / "a.jsonl").write_text('{"id": "T-1", "text": "charged twice"}\n{"id": "T-2", "text": "crash"}\n')
+    requests, _ = tick(cursor)
+    assert len(requests) == 1 and requests[0].run_key != first_key
