@@ -15,6 +15,7 @@ from pydantic import Field, field_validator
 from runtime_ops.durations import parse_duration
 from runtime_ops.inference.costs import Prices
 from runtime_ops.inference.spec import InferenceSpec
+from runtime_ops.pipeline.resolve import LOADING_SETTINGS
 from runtime_ops.pipeline.spec import check_name
 from runtime_ops.settings import Settings, get_settings
 
@@ -86,12 +87,14 @@ class InferencePipeline(dg.Component, dg.Resolvable, dg.Model):
             timeout_s=timeout.total_seconds(),
             schedule=self.schedule,
             sensor_seconds=settings.sensor_seconds(15),
+            retry_delay_s=settings.retry_delay.total_seconds(),
         )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         from runtime_ops.inference.assets import build_inference_defs
 
-        return build_inference_defs(self.spec(get_settings()), _require_approval)
+        # The settings the code location is being built with (build_definitions), as RetrievalPipeline reads them.
+        return build_inference_defs(self.spec(LOADING_SETTINGS.get() or get_settings()), _require_approval)
 
 
 def _require_approval(context: dg.AssetExecutionContext, target: dg.AssetKey) -> dict[str, Any]:

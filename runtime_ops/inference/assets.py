@@ -28,7 +28,6 @@ from runtime_ops.resources.inference import InferenceEndpointResource
 from runtime_ops.resources.landing import LandingResource
 from runtime_ops.resources.state_store import StateStoreResource
 from runtime_ops.retries import GATED_RUN_TAGS, io_retry
-from runtime_ops.settings import get_settings
 from runtime_ops.tags import PIPELINE_TAG
 
 log = logging.getLogger(__name__)
@@ -89,13 +88,12 @@ def _metadata(found: dict[str, Any], digest: str, refused: Sequence[Refused]) ->
 
 def build_inference_defs(spec: InferenceSpec, require_approval: RequireApproval) -> dg.Definitions:
     labels_key = dg.AssetKey(list(spec.labels_key))
-    settings = get_settings()
 
     @dg.asset(
         key=labels_key,
         group_name=spec.name,
         kinds={"python"},
-        retry_policy=io_retry(settings.retry_delay.total_seconds()),
+        retry_policy=io_retry(spec.retry_delay_s),
         description="Every landed ticket labelled by the model (each answer stored once per ticket, text and model).",
     )
     def ticket_labels(

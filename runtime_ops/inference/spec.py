@@ -19,6 +19,7 @@ class InferenceSpec:
     timeout_s: float  # of one call
     schedule: str | None  # cron of the scheduled run (None: only the landing sensor starts runs)
     sensor_seconds: int
+    retry_delay_s: float = 2.0  # the first wait before a failed labelling step runs again (RUNTIME_OPS_RETRY_DELAY)
 
     def qualified(self, name: str) -> str:
         return f"{self.name}__{name}"
