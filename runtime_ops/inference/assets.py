@@ -145,21 +145,29 @@ def build_inference_defs(spec: InferenceSpec, require_approval: RequireApproval)
         description="The approved label set, written to the output (refuses unless the gate approved the latest one).",
     )
     def published_labels(context: dg.AssetExecutionContext, landing: LandingResource) -> dg.MaterializeResult:
+        # The gate binds its request to the latest materialization of ticket_labels; that materialization names its
+        # label set. Read it before and after the gate's verdict: a newer one in between needs its own approval.
+        seen = _latest_label_set(context, labels_key)
         request = require_approval(context, labels_key)
-        digest = str(request["candidate_digest"])
+        if _latest_label_set(context, labels_key) != seen:
+            raise dg.Failure(
+                f"refusing: {labels_key.to_user_string()} was materialized again while publishing; its new label set "
+                "needs its own approval"
+            )
+        label_set = seen[1]
         output = open_landing(spec.output, endpoint_url=landing.endpoint_url)
-        data = _read_key(output, label_set_key(digest))
+        data = _read_key(output, label_set)
         output.put(PUBLISHED_KEY, data)
         lines = data.count(b"\n")
-        context.log.info(f"published {lines} labels of label set {digest[:12]} (approval {request['id']})")
+        context.log.info(f"published {lines} labels of {label_set} (approval {request['id']})")
         return dg.MaterializeResult(
             metadata={
                 "items": lines,
-                "label_set": label_set_key(digest),
+                "label_set": label_set,
                 "published": PUBLISHED_KEY,
                 "approval": str(request["id"]),
             },
-            data_version=dg.DataVersion(digest),
+            data_version=dg.DataVersion(label_set.rsplit("/", 1)[-1].removesuffix(".jsonl")),
         )
 
     tags = {**GATED_RUN_TAGS, PIPELINE_TAG: spec.name, "dagster/max_runtime": "3600"}
@@ -187,6 +195,15 @@ def build_inference_defs(spec: InferenceSpec, require_approval: RequireApproval)
         sensors=[build_tickets_sensor(spec, job)],
         schedules=schedules,
     )
+
+
+def _latest_label_set(context: dg.AssetExecutionContext, key: dg.AssetKey) -> tuple[str, str]:
+    """(run id, label set key) of the latest materialization of `key`."""
+    event = context.instance.get_latest_materialization_event(key)
+    materialization = event.asset_materialization if event is not None else None
+    if event is None or materialization is None or "label_set" not in materialization.metadata:
+        raise dg.Failure(f"refusing: {key.to_user_string()} has no label set to publish; materialize it first")
+    return event.run_id, str(materialization.metadata["label_set"].value)
 
 
 def _read_key(source: LandingSource, key: str) -> bytes:

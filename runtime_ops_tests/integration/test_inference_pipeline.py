@@ -208,7 +208,7 @@ def test_a_run_killed_mid_way_and_run_again_calls_the_endpoint_only_for_the_tick
     reason="enable after merging branch i28-gate (ApprovalGate, require_approval) and renaming "
     "runtime_ops/defs/tickets_gate/defs.yaml.after-i28-gate to defs.yaml"
 )
-def test_labels_are_published_only_after_approval(env, postgres_url: str, dagster_instance, tmp_path: Path) -> None:
+def test_labels_are_published_only_after_approval(env, postgres_url: str, dagster_instance) -> None:
     import dagster as dg
 
     from runtime_ops.decisions.decide import decide
@@ -220,15 +220,15 @@ def test_labels_are_published_only_after_approval(env, postgres_url: str, dagste
     for path in SHIPPED.glob("*.jsonl"):
         (landing / path.name).write_bytes(path.read_bytes())
     defs = build_definitions(get_settings())
-    labels_key, published_key = dg.AssetKey(["tickets", "ticket_labels"]), dg.AssetKey(["tickets", "published_labels"])
+    published_key = dg.AssetKey(["tickets", "published_labels"])
     published_file = home / "tickets" / "output" / "published" / "labels.jsonl"
 
-    labelled = defs.get_job_def("tickets__label_job").execute_in_process(instance=dagster_instance)
+    labelled = defs.resolve_job_def("tickets__label_job").execute_in_process(instance=dagster_instance)
     assert labelled.success  # pending is a warning, not a failed run
     [check] = labelled.get_asset_check_evaluations()
     assert check.check_name == "approval" and not check.passed and check.severity == dg.AssetCheckSeverity.WARN
 
-    # Selecting the downstream asset alone (the check skipped) still refuses: nothing is published.
+    # Materializing the downstream asset alone (the check skipped) still refuses: nothing is published.
     refused = dg.materialize(
         [defs.get_assets_def(published_key)],
         instance=dagster_instance,
@@ -239,30 +239,44 @@ def test_labels_are_published_only_after_approval(env, postgres_url: str, dagste
     assert not refused.success and not published_file.exists()
 
     store = open_store(postgres_url, get_settings(), pipeline=None)
-    [request] = [
-        dict(r._mapping)
-        for r in store.requests.fetch(
-            select(t.approval_requests).where(t.approval_requests.c.target == "tickets/ticket_labels")
-        )
-    ]
+    query = select(t.approval_requests).where(t.approval_requests.c.target == "tickets/ticket_labels")
+    [request] = [dict(row._mapping) for row in store.requests.fetch(query)]
     assert request["status"] == "pending" and request["evidence"]["labelled"] == 22
-    scoped = store.scoped(request["pipeline"])
-    decide(scoped, request["id"], actor="U024BE7LH", vote="approve", channel="cli", now=request["created_at"])
+    decide(
+        store.scoped(request["pipeline"]),
+        request["id"],
+        actor="U024BE7LH",
+        vote="approve",
+        channel="cli",
+        now=request["created_at"],
+    )
 
-    # The gate's sensor turns the approval into one run of published_labels.
-    sensor = defs.get_sensor_def("tickets__ticket_labels__approval_sensor")
-    context = dg.build_sensor_context(instance=dagster_instance, definitions=defs)
+    # The gate's sensor turns the approval into one run of published_labels, which publishes the approved set.
+    repository = defs.get_repository_def()
+    sensor = repository.get_sensor_def("tickets__ticket_labels__approval_sensor")
+    context = dg.build_sensor_context(instance=dagster_instance, definitions=defs, resources=defs.resources)
     requests = sensor.evaluate_tick(context).run_requests or []
-    assert len(requests) == 1 and requests[0].run_key == request["id"]
-    published = dg.materialize(
+    assert [r.run_key for r in requests] == [request["id"]]
+    job = repository.get_job(requests[0].job_name or "")
+    assert job.execute_in_process(instance=dagster_instance, tags=requests[0].tags).success
+    rows = [json.loads(line) for line in published_file.read_text().splitlines()]
+    assert len(rows) == 40 and {r["model"] for r in rows} == {"local-deterministic-stand-in"}
+    [materialization] = labelled.asset_materializations_for_node("tickets__ticket_labels")
+    label_set = home / "tickets" / "output" / str(materialization.metadata["label_set"].value)
+    assert published_file.read_bytes() == label_set.read_bytes()
+
+    # A ticket changes: the new label set is not covered by that approval, and publishing refuses until it is.
+    (landing / "extra.txt").write_text("The invoice PDF is blank.")
+    relabelled = defs.resolve_job_def("tickets__label_job").execute_in_process(instance=dagster_instance)
+    assert relabelled.success and not relabelled.get_asset_check_evaluations()[0].passed
+    again = dg.materialize(
         [defs.get_assets_def(published_key)],
         instance=dagster_instance,
         resources=defs.resources,
+        raise_on_error=False,
         selection=[published_key],
     )
-    assert published.success
-    lines = published_file.read_text().splitlines()
-    assert len(lines) == 40 and labels_key
+    assert not again.success and published_file.read_bytes() == label_set.read_bytes()
 
 
 def test_the_landing_sensor_starts_one_run_per_state_of_the_ticket_files(tmp_path: Path) -> None:
