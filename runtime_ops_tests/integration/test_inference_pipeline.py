@@ -319,3 +319,36 @@ def _sensor_scenario(stack: contextlib.ExitStack, tmp_path: Path) -> None:
     (landing / "a.jsonl").write_text('{"id": "T-1", "text": "charged twice"}\n{"id": "T-2", "text": "crash"}\n')
     requests, _ = tick(cursor)
     assert len(requests) == 1 and requests[0].run_key != first_key
+
+
+def test_tickets_landed_in_s3_are_labelled_and_the_approved_set_published_there(env, s3_bucket, tmp_path: Path) -> None:
+    import dagster as dg
+
+    from runtime_ops.definitions import build_resources
+    from runtime_ops.inference.assets import build_inference_defs
+    from runtime_ops.inference.spec import InferenceSpec
+
+    client, bucket = s3_bucket
+    env(AWS_ENDPOINT_URL=os.environ["AWS_ENDPOINT_URL"])
+    for path in SHIPPED.glob("*.jsonl"):
+        client.put_object(Bucket=bucket, Key=f"in/{path.name}", Body=path.read_bytes())
+    client.put_object(Bucket=bucket, Key="in/bad.jsonl", Body=b'{"id": "T-1001", "text": "again"}\nnot json\n')
+    spec = InferenceSpec("tickets", f"s3://{bucket}/in", f"s3://{bucket}/out", LABELS, "m", Prices(), 4, 5.0, None, 1)
+    approvals: list[str] = []
+
+    def approved(context: dg.AssetExecutionContext, target: dg.AssetKey) -> dict[str, str]:
+        approvals.append(target.to_user_string())  # the gate's verdict is the gate's test; here: "approved"
+        return {"id": "apr_test"}
+
+    defs = build_inference_defs(spec, approved)
+    assets = list(defs.assets or [])
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(assets, instance=instance, resources=build_resources(get_settings()))
+    assert result.success and approvals == ["tickets/ticket_labels"]
+    [labels] = result.asset_materializations_for_node("tickets__ticket_labels")
+    metadata = {name: value.value for name, value in labels.metadata.items()}
+    assert metadata["items"] == 40 and metadata["refused"] == 2  # a repeated id and a line that is not JSON
+    assert metadata["model"] == "local-deterministic-stand-in" and metadata["cost_usd"] == 0.0
+    label_set = client.get_object(Bucket=bucket, Key=f"out/{metadata['label_set']}")["Body"].read()
+    published = client.get_object(Bucket=bucket, Key="out/published/labels.jsonl")["Body"].read()
+    assert published == label_set and len(published.splitlines()) == 40
