@@ -341,7 +341,7 @@ def test_tickets_landed_in_s3_are_labelled_and_the_approved_set_published_there(
         return {"id": "apr_test"}
 
     defs = build_inference_defs(spec, approved)
-    assets = list(defs.assets or [])
+    assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     with dg.instance_for_test() as instance:
         result = dg.materialize(assets, instance=instance, resources=build_resources(get_settings()))
     assert result.success and approvals == ["tickets/ticket_labels"]
