@@ -19,6 +19,7 @@ from runtime_ops.observability.steps import default_for_unconfigured_runs, runti
 from runtime_ops.recovery.orphans import build_recovery_sensor
 from runtime_ops.resources.approvals import ApprovalsResource
 from runtime_ops.resources.configured import configured_url
+from runtime_ops.resources.inference import InferenceEndpointResource
 from runtime_ops.resources.landing import LandingResource
 from runtime_ops.resources.locks import LocksResource
 from runtime_ops.resources.state_store import StateStoreResource
@@ -35,6 +36,11 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             public_url=settings.public_url,
             dagster_url=settings.dagster_url,
             slack_api_url=settings.slack_api_url,
+        ),
+        # The key is a secret: only ever the variable's name (a literal would be rendered in the UI).
+        "inference": InferenceEndpointResource(
+            url=settings.inference_url,
+            api_key=dg.EnvVar("RUNTIME_OPS_INFERENCE_API_KEY") if settings.inference_api_key else None,
         ),
     }
 

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_WEBHOOK_SECRET"))
     model_api_key: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_MODEL_API_KEY"))
     model_name: str = Field(default="runtime-ops-rag", **_env("RUNTIME_OPS_MODEL_NAME"))
+    # The labelling pipelines' chat-completions endpoint (docs/inference.md); unset: the local stand-in model.
+    inference_url: str | None = Field(default=None, **_env("RUNTIME_OPS_INFERENCE_URL"))
+    inference_api_key: SecretStr | None = Field(default=None, **_env("RUNTIME_OPS_INFERENCE_API_KEY"))
 
     # Promotion policy: the gate auto-approves a candidate whose primary metric beats production by
     # `auto_approve_margin`; `meets_policy` fails one that regresses by more than `max_regression`.
@@ -214,7 +217,13 @@ class Settings(BaseSettings):
         return parse_duration(v) if isinstance(v, str) else v
 
     @field_validator(
-        "aws_endpoint_url", "slack_api_url", "public_url", "model_endpoint", "sqs_queue_url", "dagster_url"
+        "aws_endpoint_url",
+        "slack_api_url",
+        "public_url",
+        "model_endpoint",
+        "inference_url",
+        "sqs_queue_url",
+        "dagster_url",
     )
     @classmethod
     def _check_http_url(cls, v: str | None) -> str | None:

@@ -19,8 +19,9 @@ from typing import IO, Any
 from runtime_ops.cli import instance
 from runtime_ops.cli.common import state_store
 from runtime_ops.command_hint import command
-from runtime_ops.components.loading import load_specs
-from runtime_ops.demo import land_corpus
+from runtime_ops.components.inference_pipeline import inference_specs
+from runtime_ops.components.loading import BUILTIN_DEFS, load_specs
+from runtime_ops.demo import land_corpus, land_tickets
 from runtime_ops.landing import open_landing
 from runtime_ops.recovery.orphans import WATCHED, process_info, sweep, worker_of
 from runtime_ops.recovery.workers import gone_reason
@@ -129,6 +130,13 @@ def _dev(args: argparse.Namespace) -> int:
             landed = land_corpus(landing, subset=0.7)
             print(
                 f"seeded {len(landed)} demo documents into {demo.landing.uri}; `{command('demo seed')}` lands the rest"
+            )
+    for tickets in inference_specs(settings.pipelines_dir or BUILTIN_DEFS, settings).values():
+        ticket_landing = open_landing(tickets.landing) if not tickets.landing.startswith("s3://") else None
+        if ticket_landing is not None and not args.no_seed and not next(ticket_landing.iter_pages(page_size=1), []):
+            model = tickets.model if settings.inference_url else "the local stand-in model"
+            print(
+                f"seeded {len(land_tickets(ticket_landing))} ticket files into {tickets.landing} (labelled by {model})"
             )
     _fail_orphans(home)
     if asked:  # while preparing: nothing started yet

@@ -206,7 +206,8 @@ def load_pipelines(folder: Path, settings: Settings) -> dg.Definitions:
     tree = ComponentTree.from_module(defs_module=_defs_module(folder), project_root=folder.parent)
     token = LOADING_SETTINGS.set(settings)
     try:
-        return _build(tree, [p.path for p in declared] + declared_gates(folder, [p.name for p in declared]))
+        declared_gates(folder, [p.name for p in declared])  # refuses a gate named like a pipeline
+        return _build(tree, [p.path for p in declared] + other_components(folder))
     finally:
         LOADING_SETTINGS.reset(token)
 
@@ -241,6 +242,12 @@ def _build(tree: Any, declared: Sequence[Path]) -> dg.Definitions:
         # Each declared folder on its own: the tree's root would also import every installed integration's
         # component types (seconds of boto3 etc.) to describe them in repository metadata we do not use.
         return dg.Definitions.merge(*(tree.build_defs(path.parent) for path in declared))
+
+
+def other_components(folder: Path) -> list[Path]:
+    """The defs.yaml files under `folder` that declare another component type than RetrievalPipeline (e.g. the
+    InferencePipeline of `defs/tickets`): Dagster's component tree checks and builds them as they are."""
+    return [f for f in sorted(folder.rglob("defs.yaml")) if check_file(f) is None]
 
 
 def _raw_attributes(path: Path) -> dict[str, Any]:

@@ -15,6 +15,8 @@ _HERE = Path(__file__).resolve().parent
 CORPUS_DIR: Path = _HERE / "corpus"
 GOLDEN_SET: Path = _HERE / "golden.jsonl"
 QUESTIONS: Path = _HERE / "questions.txt"
+# Sample support tickets of the example inference pipeline (runtime_ops/defs/tickets), 22 with a reviewed label.
+TICKETS_DIR: Path = _HERE / "tickets"
 
 
 def corpus_keys() -> list[str]:
@@ -62,3 +64,11 @@ def land_corpus(landing: Landing, *, subset: float | None = None, only_missing: 
         landing.put(key, (CORPUS_DIR / key).read_bytes())
         landed.append(key)
     return landed
+
+
+def land_tickets(landing: Landing) -> list[str]:
+    """Land the sample ticket files (JSONL) in `landing` (the tickets pipeline's); returns their keys, sorted."""
+    keys = sorted(p.name for p in TICKETS_DIR.glob("*.jsonl"))
+    for key in keys:
+        landing.put(key, (TICKETS_DIR / key).read_bytes())
+    return keys

@@ -12,39 +12,26 @@ the endpoint URL (never the API key).
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from runtime_ops.http.chat import chat_completions_url, chat_reply
 from runtime_ops.http.client import EndpointError, call_with_retries
-from runtime_ops.http.retry import Backoff, InvalidResponse
+from runtime_ops.http.retry import Backoff
 from runtime_ops.http.urls import public_url
 from runtime_ops.observability.tracing import client_span
 
-__all__ = ["SYSTEM_PROMPT", "ChatEndpoint", "EndpointError", "build_messages", "chat_completions_url"]
+__all__ = ["SYSTEM_PROMPT", "ChatEndpoint", "EndpointError", "build_messages"]
 
 SYSTEM_PROMPT = (
     "You answer questions about a document collection. Use only the numbered passages provided. "
     "Cite the passages you rely on by their numbers in square brackets, e.g. [1] or [2][3]. "
     "If the passages do not contain the answer, say that you do not know. Be concise."
 )
-_SUFFIX = "/chat/completions"
-
-
-def chat_completions_url(url: str) -> str:
-    """The chat-completions URL for a base (`http://host/v1`) or a full `.../chat/completions` URL."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"model endpoint must be an http(s) URL, got {public_url(url)!r}")
-    path = parts.path.rstrip("/")
-    if not path.endswith(_SUFFIX):
-        path += _SUFFIX
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def build_messages(question: str, passages: Sequence[str]) -> list[dict[str, str]]:
@@ -54,22 +41,6 @@ def build_messages(question: str, passages: Sequence[str]) -> list[dict[str, str
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": f"Passages:\n\n{context}\n\nQuestion: {question.strip()}"},
     ]
-
-
-def _content(response: httpx.Response) -> str:
-    """`choices[0].message.content` of a chat-completions reply. Undecodable JSON is transient (a cut-off
-    body), JSON of the wrong shape is not."""
-    try:
-        data: Any = json.loads(response.content)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidResponse(f"invalid JSON body ({len(response.content)} bytes): {exc}", transient=True) from exc
-    try:
-        content = data["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        raise InvalidResponse("JSON body has no choices[0].message.content", transient=False) from None
-    if not isinstance(content, str):
-        raise InvalidResponse(f"choices[0].message.content is {type(content).__name__}, not text", transient=False)
-    return content
 
 
 class ChatEndpoint:
@@ -128,10 +99,10 @@ class ChatEndpoint:
             sleep=self._sleep,
             rng=self._rng,
             on_retry=self._on_retry,
-            check=_content,
+            check=chat_reply,
             redact=(self._api_key,) if self._api_key else (),
         )
-        return _content(response).strip()
+        return chat_reply(response).content.strip()
 
     def _traced_post(self, body: dict[str, Any]) -> httpx.Response:
         """One attempt, as a CLIENT span (a retried call is one span per attempt)."""

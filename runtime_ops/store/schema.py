@@ -22,6 +22,7 @@ from runtime_ops.store.tables.corpus import (
     documents,
     landing_batches,
 )
+from runtime_ops.store.tables.inference import inference_results
 from runtime_ops.store.tables.operations import (
     alerts,
     api_keys,
@@ -66,6 +67,7 @@ __all__ = [
     "eval_reports",
     "feedback",
     "index_shards",
+    "inference_results",
     "interaction_deliveries",
     "landing_batches",
     "link_uses",

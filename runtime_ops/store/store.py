@@ -33,6 +33,7 @@ from runtime_ops.store.corpus.embeddings import Embeddings
 from runtime_ops.store.corpus.ledger import Ledger
 from runtime_ops.store.corpus.profiles import ChunkingProfiles
 from runtime_ops.store.engine import engine_for, tx
+from runtime_ops.store.inference.results import InferenceResults
 from runtime_ops.store.migrate import head_revision, upgrade_to_head
 from runtime_ops.store.operations.alerts import Alerts
 from runtime_ops.store.operations.api_keys import ApiKeys
@@ -99,6 +100,7 @@ class StateStore:
         self.embeddings = Embeddings(engine, p)
         self.indexes = Indexes(engine, p)
         self.answers = Answers(engine, p)
+        self.inference = InferenceResults(engine, p)
         self.query_log = QueryLog(engine, p)
         self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
         self.rollouts = Rollouts(engine, p, self.audit_log)

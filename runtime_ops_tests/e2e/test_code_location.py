@@ -127,29 +127,42 @@ def _dg_json(args: list[str], tmp_path: Path) -> dict:
 
 def test_dg_lists_the_demo_pipeline_built_by_the_component(tmp_path: Path) -> None:
     components = {c["key"] for c in _dg_json(["list", "components"], tmp_path)["items"]}
-    assert "runtime_ops.components.RetrievalPipeline" in components
+    assert {
+        "runtime_ops.components.RetrievalPipeline",
+        "runtime_ops.components.InferencePipeline",
+        "runtime_ops.components.ApprovalGate",
+    } <= components
     defs = _dg_json(["list", "defs"], tmp_path)
     assets = {a["asset_key"]: a for a in defs["assets"]}
     names = "raw_documents document_chunks embedding_model golden_questions evaluation_report production_model"
     names += " document_embeddings shadow_embeddings retrieval_index rag_answers production_evaluation"
-    assert set(assets) == {f"demo/{n}" for n in names.split()}
-    # Every one of them comes from the demo pipeline's declaration.
-    assert {a["source"].split(":")[0] for a in assets.values()} == {"runtime_ops/defs/demo/defs.yaml"}
+    tickets = {"tickets/ticket_labels", "tickets/published_labels"}  # the example inference pipeline
+    assert set(assets) == {f"demo/{n}" for n in names.split()} | tickets
+    # Every one of them comes from its pipeline's declaration.
+    sources = {key: a["source"].split(":")[0] for key, a in assets.items()}
+    assert {sources[key] for key in set(assets) - tickets} == {"runtime_ops/defs/demo/defs.yaml"}
+    assert {sources[key] for key in tickets} == {"runtime_ops/defs/tickets/defs.yaml"}
     assert {c["key"] for c in defs["asset_checks"]} == {
         "demo/evaluation_report:human_approval",
         "demo/evaluation_report:meets_policy",
         "demo/production_evaluation:no_regression",
+        "tickets/ticket_labels:approval",  # the ApprovalGate of defs/tickets_gate
     }
     jobs = "ingest_job train_job promotion_job index_job regression_job rollback_job reembed_job"
     jobs += " query_log_retention_job"
-    assert {j["name"] for j in defs["jobs"]} >= {f"demo__{j}" for j in jobs.split()}
+    assert {j["name"] for j in defs["jobs"]} >= {f"demo__{j}" for j in jobs.split()} | {
+        "tickets__ticket_labels__on_approval"
+    }
     assert {s["name"] for s in defs["sensors"]} == {
         "automation_sensor",
         "run_recovery_sensor",
         *(f"demo__{s}" for s in ("landing_sensor", "corpus_sensor", "approvals_sensor", "alert_sensor")),
+        "tickets__landing_sensor",
+        "tickets__ticket_labels__approval_sensor",
     }
     assert {s["name"] for s in defs["schedules"]} == {
         "demo__retrain_schedule",
         "demo__regression_schedule",
         "demo__query_log_retention_schedule",
+        "tickets__label_schedule",
     }

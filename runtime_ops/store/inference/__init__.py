@@ -1,0 +1,1 @@
+"""Inference results of the labelling pipeline (`runtime_ops.inference`)."""
