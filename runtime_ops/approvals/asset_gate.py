@@ -152,10 +152,9 @@ def build_gate_check(spec: GateSpec) -> dg.AssetChecksDefinition:
     return approval
 
 
-def build_gate_sensor(spec: GateSpec, job: AssetJob | None) -> dg.SensorDefinition:
+def build_gate_sensor(spec: GateSpec, job: AssetJob | None, settings: Settings) -> dg.SensorDefinition:
     key = dg.AssetKey(list(spec.target))
     state_key, approvals_key = resource_keys(spec)
-    settings = get_settings()
     target_job = spec.on_approval.job or spec.qualified("on_approval")
 
     @dg.sensor(
@@ -218,7 +217,7 @@ def approval_gate_defs(spec: GateSpec, settings: Settings | None = None) -> dg.D
         )
     return dg.Definitions(
         asset_checks=[build_gate_check(spec)],
-        sensors=[build_gate_sensor(spec, job)],
+        sensors=[build_gate_sensor(spec, job, settings)],
         jobs=[job] if job is not None else [],
         resources=gate_resources(spec, settings),
     )
