@@ -43,4 +43,6 @@ def test_schedules_target_the_jobs(env, tmp_path) -> None:
             "30 4 * * *",
             dg.DefaultScheduleStatus.RUNNING,
         ),
+        # The example inference pipeline (defs/tickets): the day's landed tickets labelled once a day.
+        "tickets__label_schedule": ("tickets__label_job", "0 6 * * *", dg.DefaultScheduleStatus.RUNNING),
     }

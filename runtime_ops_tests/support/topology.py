@@ -8,8 +8,7 @@
                                         ones it needs, *before* the daemon starts, so nothing launches behind
                                         its back (a stray corpus_sensor run would race the run under test)
       .start_daemon()                   `dagster-daemon run -w workspace.yaml`: run queue, run monitoring, run
-                                        retries (event log consumer), the sensors left running, looping every
-                                        second (support/daemon_main.py)
+                                        retries (event log consumer), the sensors left running
       .start_webserver()                `dagster-webserver -w workspace.yaml`, free port (UI, GraphQL: .webserver_url)
       .start_ops_api()                  `runtime-ops serve` on a free port (Slack callbacks, /metrics at .ops_url)
       .launch(job) / .wait_for_run(...) / .worker_pid(run_id) / .kill_worker(run_id) / .stop()
@@ -47,7 +46,6 @@ from runtime_ops_tests.support.servers import HOST, PostgresServer, free_port, u
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-DAEMON_MAIN = Path(__file__).with_name("daemon_main.py")
 LOCATION = "runtime_ops"
 
 # The daemon's loops, shortened so a fault is noticed in seconds rather than tens of seconds.
@@ -278,7 +276,7 @@ class Topology:
         on its unique key ("InstigatorState ... is already present in storage"), and the sensor never ticks
         again. A fault injected before the first tick would test that, not runtime_ops."""
         proc = self._spawn(
-            "daemon", [sys.executable, str(DAEMON_MAIN), "run", "-w", str(self.workspace_yaml), "--log-level", "info"],
+            "daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_yaml), "--log-level", "info"],
             DAEMON_ENV,
         )  # fmt: skip
         required = set(self.instance.get_required_daemon_types())
