@@ -6,10 +6,10 @@ Everything then runs from that venv as separate processes, as the other team wou
 small driver that evaluates the gate's sensor as the daemon does (its cursor kept, run keys deduplicated against the
 instance's runs). Nothing of this checkout is importable there: a file the wheel lacks fails here.
 
-Its gate wants two approvals of two, so each request is decided by two channels: the ops API then the CLI (operator
-keys), a signed Slack click then a signed link. Four eyes, expiry and supersede are covered in-process by
-runtime_ops_tests/integration/test_asset_gate.py (a project declared in YAML, loaded as Dagster loads it); this
-test is about the package another project installs."""
+Its gate wants two approvals of three approvers, so each request is decided by two channels: the ops API then the
+CLI (operator keys), a signed Slack click then a signed link; the person who launched a materialization may not
+approve it (four eyes), and a request nobody decides expires, failing closed. Supersede, escalation and the
+auto-approve rule are covered in-process by runtime_ops_tests/integration/test_asset_gate.py."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from runtime_ops_tests.support.servers import free_port, wait_until
 from runtime_ops_tests.support.slack_server import SlackServer
 from runtime_ops_tests.support.slack_signing import interaction_body, sign
 
-pytestmark = pytest.mark.slow(seconds=88)  # alone on 2 cores, quiet (Dec 2026): mostly imports in the new venv
+pytestmark = pytest.mark.slow(seconds=108)  # alone on 2 cores, quiet (Dec 2026): mostly imports in the new venv
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 SECRET = "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
@@ -96,7 +96,7 @@ attributes:
   target: scoring/ticket_labels
   evidence: [accuracy, labelled, cost_usd]
   auto_approve: "accuracy >= 0.92 and cost_usd < 50"
-  approvers: [U1, U2]
+  approvers: [U1, U2, U3]
   required_approvals: 2
   slack_channel: {CHANNEL}
   on_approval: {{materialize: [scoring/published_labels]}}
@@ -104,9 +104,14 @@ attributes:
 
 # Run in the project's venv after each step, as the daemon would tick: prints the gate check's latest result, then
 # evaluates the gate's sensor once (its cursor kept in a file; a run key launched before is skipped, as the daemon
-# skips it) and runs what it requests; one process, so one import of Dagster per step.
+# skips it) and runs what it requests; one process, so one import of Dagster per step. Options (environment):
+# GATED_AS=U materializes the target first in a run launched by U (Dagster tags it `dagster/user`, as Dagster+
+# does); GATED_HOURS_LATER=N ticks N hours from now (the gate's clock, as a day without a decision would);
+# GATED_VERIFY=1 then runs the check alone and the downstream asset alone, and reports both.
 DRIVER = f"""\
 import json
+import os
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -121,7 +126,16 @@ CURSOR = Path(__file__).with_name("sensor_cursor")
 
 defs = load_defs()
 repo = defs.get_repository_def()
+TARGET_DEF = defs.resolve_assets_def(CHECK.asset_key)
+if os.environ.get("GATED_HOURS_LATER"):
+    from runtime_ops import clock
+
+    later, real_now = timedelta(hours=float(os.environ["GATED_HOURS_LATER"])), clock.now
+    clock.now = lambda: real_now() + later
 with dg.DagsterInstance.get() as instance:
+    if os.environ.get("GATED_AS"):
+        dg.materialize([TARGET_DEF, *(defs.asset_checks or [])], instance=instance, resources=defs.resources,
+                       tags={{"dagster/user": os.environ["GATED_AS"]}})
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([CHECK]).get(CHECK)
     evaluation = record.event.dagster_event.event_specific_data if record and record.event else None
     check = evaluation and {{
@@ -146,7 +160,18 @@ with dg.DagsterInstance.get() as instance:
         launched.append({{"run_key": request.run_key, "success": run.success}})
     records = instance.fetch_materializations(PUBLISHED, limit=100).records
     published = sorted(str(r.asset_materialization.metadata["approval_id"].value) for r in records)
-    print(json.dumps({{"check": check, "launched": launched, "published": published}}, default=str))
+    verify = None
+    if os.environ.get("GATED_VERIFY"):
+        alone = dg.materialize([TARGET_DEF, *(defs.asset_checks or [])], instance=instance, resources=defs.resources,
+                               selection=dg.AssetSelection.checks(CHECK), raise_on_error=False)
+        [evaluation] = alone.get_asset_check_evaluations()
+        publish = repo.get_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[PUBLISHED], raise_on_error=False)
+        failures = [str(e.event_specific_data.error.message) for e in publish.all_events if e.is_step_failure]
+        verify = {{"check": {{"passed": evaluation.passed, "severity": evaluation.severity.value,
+                             "description": evaluation.description}},
+                  "published": publish.success, "refusal": " ".join(failures)}}
+    print(json.dumps({{"check": check, "launched": launched, "published": published, "verify": verify}}, default=str))
 """
 
 
@@ -217,9 +242,17 @@ class Project:
     def run(self, *args: str, **env: str) -> str:
         return _run(list(args), cwd=self.root, env={**self.env, **env})
 
-    def tick(self) -> dict[str, Any]:
-        """The driver's report: the check's latest result, what the sensor's tick launched, what is published."""
-        return json.loads(self.run(str(self.venv / "bin" / "python"), "drive.py").splitlines()[-1])
+    def tick(self, **options: str) -> dict[str, Any]:
+        """The driver's report: the check's latest result, what the sensor's tick launched, what is published
+        (`options`: the driver's GATED_* settings)."""
+        return json.loads(self.run(str(self.venv / "bin" / "python"), "drive.py", **options).splitlines()[-1])
+
+    def refused(self, *args: str, **env: str) -> str:
+        """A command of the venv that must fail; its output."""
+        done = subprocess.run(list(args), cwd=self.root, env={**self.env, **env}, capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
+        assert done.returncode != 0, f"{' '.join(args)} succeeded:\n{done.stdout}"
+        return done.stdout + done.stderr
 
     def materialize(self, accuracy: float) -> dict[str, Any]:
         """The target with its check (`dagster asset materialize` exits 0: no failed run), then a tick."""
@@ -266,7 +299,7 @@ def test_the_built_wheel_gates_an_asset_of_another_project_from_its_own_venv(pro
         keys = {
             user: project.run("runtime-ops", "keys", "create", f"operator {user}", "--scope", "decide",
                               "--approver", user).splitlines()[0].strip()  # the key is printed first, once
-            for user in ("U1", "U2")
+            for user in ("U1", "U2", "U3")
         }  # fmt: skip
         log = project.root.parent / "serve.log"
         with log.open("w") as out:
@@ -315,6 +348,20 @@ def test_the_built_wheel_gates_an_asset_of_another_project_from_its_own_venv(pro
         assert (last["launched"], last["published"]) == ([], sorted([first_id, second_id]))
         assert (last["check"]["passed"], last["check"]["approval_id"], last["check"]["decided_by"]) == (
             True, second_id, "U2, U1"), last  # fmt: skip
+
+        # Four eyes: U3 launched the third materialization and may not approve it (the CLI refuses, naming why).
+        third = project.tick(GATED_AS="U3", GATED_ACCURACY="0.87")
+        third_id = str(third["check"]["approval_id"])
+        assert third["check"]["status"] == "pending" and third_id not in (first_id, second_id), third
+        said = project.refused("runtime-ops", "approvals", "approve", third_id, RUNTIME_OPS_OPERATOR_KEY=keys["U3"])
+        assert "may not decide it (four eyes)" in said, said
+        # Expiry fails closed: nobody else decides, a day later the tick expires the request; the check errors and
+        # the downstream asset refuses; nothing more is published.
+        expired = project.tick(GATED_HOURS_LATER="25", GATED_VERIFY="1")
+        assert (expired["verify"]["check"]["passed"], expired["verify"]["check"]["severity"]) == (False, "ERROR")
+        assert "was expired" in expired["verify"]["check"]["description"], expired
+        assert not expired["verify"]["published"] and f"{third_id} is expired" in expired["verify"]["refusal"]
+        assert (expired["launched"], expired["published"]) == ([], sorted([first_id, second_id]))
 
     project.run("runtime-ops", "audit", "anchor")
     assert "audit chain intact" in project.run("runtime-ops", "audit", "verify")
