@@ -24,7 +24,7 @@ from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.online_gate import request_evidence
 from runtime_ops.approvals.ramp import ramp_held, ramp_text
 from runtime_ops.approvals.requests import CANARY_COMPENSATION
-from runtime_ops.approvals.slack.blocks import RequestView
+from runtime_ops.approvals.slack.blocks import RequestView, request_fields
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_policy import OnlinePolicy
@@ -160,15 +160,9 @@ class Announcer:
         stages = self.store.rollouts.stages(request["id"])
         ramp = ramp_text(request, stages)
         return RequestView(
-            request_id=request["id"],
+            **request_fields(request, approvals),
             candidate_version=request["candidate_version"],
             production_version=report.get("production_version"),
-            candidate_digest=request["candidate_digest"],
-            status=request["status"],
-            required_approvals=int(request.get("required_approvals") or 1),
-            approvals=approvals,
-            decided_by=[a.strip() for a in (request.get("decided_by") or "").split(",") if a.strip()],
-            decision_reason=request.get("decision_reason"),
             metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
             verdict=(report.get("verdict") or {}).get("reason", ""),
             interval=interval_text((report.get("verdict") or {}).get("interval")),
@@ -179,10 +173,6 @@ class Announcer:
             # A ramp that rolled back or halted launches no run: nothing to watch.
             promotion_runs_url=None if ramp_held(stages) else self.promotion_runs_url(request),
             page_url=None,
-            expires_at=request.get("expire_at"),
-            escalated=bool(request.get("escalated_at")),
-            superseded_by=request.get("superseded_by"),
-            pipeline=request.get("pipeline") or "",
             question_set=question_set,
             questions=questions,
             online=request_evidence(self.store, request, self.online_policy(pipeline)).lines(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from runtime_ops.approvals.slack.blocks import RequestView
+from runtime_ops.approvals.slack.blocks import RequestView, request_fields
 from runtime_ops.pipeline.gate_spec import split_label
 from runtime_ops.store import StateStore
 
@@ -44,23 +44,13 @@ def asset_view(announcer: Viewer, request: dict[str, Any]) -> RequestView:
     approvals = [v["actor"] for v in votes if v["vote"] == "approve"]
     path, _ = split_label(request["target"])
     return RequestView(
-        request_id=request["id"],
+        **request_fields(request, approvals),
         candidate_version="-",
         production_version=None,
-        candidate_digest=request["candidate_digest"],
-        status=request["status"],
-        required_approvals=int(request.get("required_approvals") or 1),
-        approvals=approvals,
-        decided_by=[a.strip() for a in (request.get("decided_by") or "").split(",") if a.strip()],
-        decision_reason=request.get("decision_reason"),
         verdict=request.get("decision_reason") or "" if request.get("kind") == "policy" else "",
         dagster_run_url=announcer.run_url(request.get("run_id")),
         candidate_url=announcer.asset_url(*path),
         promotion_runs_url=announcer.promotion_runs_url(request),
-        expires_at=request.get("expire_at"),
-        escalated=bool(request.get("escalated_at")),
-        superseded_by=request.get("superseded_by"),
-        pipeline=request.get("pipeline") or "",
         next_step=asset_next_step(request, approvals=len(approvals), interval_s=announcer.sensor_interval_s),
         target=request["target"],
         evidence=[(str(name), str(value)) for name, value in (request.get("evidence") or {}).items()],

@@ -7,7 +7,7 @@ chat.postMessage); the buttons exist only while the request is pending, and thei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -101,6 +101,24 @@ class RequestView:
     @property
     def block_id(self) -> str:
         return BLOCK_ID_PREFIX + self.request_id
+
+
+def request_fields(request: Mapping[str, Any], approvals: list[str]) -> dict[str, Any]:
+    """The fields of a `RequestView` that every kind of request (a model promotion, an asset gate's) fills alike:
+    from its row, and `approvals`, the user ids whose approve votes counted."""
+    return {
+        "request_id": request["id"],
+        "candidate_digest": request["candidate_digest"],
+        "status": request["status"],
+        "required_approvals": int(request.get("required_approvals") or 1),
+        "approvals": approvals,
+        "decided_by": [a.strip() for a in (request.get("decided_by") or "").split(",") if a.strip()],
+        "decision_reason": request.get("decision_reason"),
+        "expires_at": request.get("expire_at"),
+        "escalated": bool(request.get("escalated_at")),
+        "superseded_by": request.get("superseded_by"),
+        "pipeline": request.get("pipeline") or "",
+    }
 
 
 def _title(view: RequestView) -> str:
