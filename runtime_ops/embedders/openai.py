@@ -27,14 +27,14 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 
 from runtime_ops.http.client import EndpointError, call_with_retries
 from runtime_ops.http.retry import Backoff, InvalidResponse
-from runtime_ops.http.urls import public_url
+from runtime_ops.http.urls import endpoint_url, public_url
 from runtime_ops.observability.tracing import client_span
 
 __all__ = ["EndpointError", "OpenAIEmbedder", "embeddings_url"]
@@ -46,13 +46,7 @@ _USAGE_KEYS = ("requests", "retries", "texts", "prompt_tokens", "total_tokens")
 
 def embeddings_url(url: str) -> str:
     """The embeddings URL for a base (`http://host/v1`) or a full `.../embeddings` URL."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"embeddings endpoint must be an http(s) URL, got {public_url(url)!r}")
-    path = parts.path.rstrip("/")
-    if not path.endswith(_SUFFIX):
-        path += _SUFFIX
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return endpoint_url(url, _SUFFIX, "embeddings endpoint")
 
 
 class _Cancelled(Exception):

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from runtime_ops.http.retry import InvalidResponse
-from runtime_ops.http.urls import public_url
+from runtime_ops.http.urls import endpoint_url
 
 __all__ = ["ChatReply", "chat_completions_url", "chat_reply"]
 
@@ -23,13 +22,7 @@ _SUFFIX = "/chat/completions"
 
 def chat_completions_url(url: str) -> str:
     """The chat-completions URL for a base (`http://host/v1`) or a full `.../chat/completions` URL."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"model endpoint must be an http(s) URL, got {public_url(url)!r}")
-    path = parts.path.rstrip("/")
-    if not path.endswith(_SUFFIX):
-        path += _SUFFIX
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return endpoint_url(url, _SUFFIX, "model endpoint")
 
 
 @dataclass(frozen=True)
