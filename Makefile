@@ -12,6 +12,9 @@
 #   make lint      ruff, ruff format --check, basedpyright, lint-imports
 #   make lock      regenerate requirements.lock, requirements-dev.lock and requirements-test.lock from pyproject.toml
 #   make bench     benchmarks (python -m bench)
+#   make soak      a seeded chaos soak: the topology as local processes under a mixed workload while a fault injector
+#                  kills, restarts and starves every part; the history checker's verdict and the report at the end
+#                  (SOAK_MINUTES=30 SOAK_SEED=1; history and logs in .soak/seed-N/). make soak-check re-checks one.
 #   make dev       dagster webserver + daemon + ops API on this machine (the install plus `dg`: requirements-dev.lock)
 #   make clean     remove local state (.runtime_ops/) and the install stamps
 
@@ -52,7 +55,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 #   make test TORCH_WHEELS="--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match"
 TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),--find-links /opt/wheels,)
 
-.PHONY: install dev-install test-install system-packages uv test test-unit test-integration test-e2e lint lock bench dev clean
+.PHONY: soak soak-check install dev-install test-install system-packages uv test test-unit test-integration test-e2e lint lock bench dev clean
 
 install: $(STAMP)
 
@@ -153,6 +156,16 @@ test: test-install
 
 test-unit test-integration test-e2e: test-%: test-install
 	$(PYTEST) runtime_ops_tests/$* $(PYTEST_ARGS)
+
+SOAK_MINUTES ?= 30
+SOAK_SEED ?= 1
+SOAK_DIR = .soak/seed-$(SOAK_SEED)
+
+soak: test-install
+	$(PY) -m runtime_ops_tests.soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) --out $(SOAK_DIR)
+
+soak-check: test-install
+	$(PY) -m runtime_ops_tests.soak --check $(SOAK_DIR)/history.json
 
 bench: test-install
 	@if [ -d bench ]; then $(PY) -m bench; else echo "no bench/ yet: nothing to run"; fi

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+from dagster._core.storage.tags import PARENT_RUN_ID_TAG, WILL_RETRY_TAG
 
+from runtime_ops.documents.batch_runs import MAX_LAUNCHES, BatchRun, decide, relaunch_key
 from runtime_ops.documents.events import ObjectEvent, parse_body, plan_versions, relative_key
 from runtime_ops.documents.partitions import landing_batches
 from runtime_ops.documents.scan import ScanResult, scan
@@ -203,6 +205,34 @@ def _batch_request(spec: PipelineSpec, batch_id: str, n_objects: int) -> dg.RunR
     )
 
 
+def _relaunch(
+    context: dg.SensorEvaluationContext, store: StateStore, spec: PipelineSpec, batch: dict[str, Any]
+) -> dg.RunRequest | None:
+    """The run request that relaunches a launched batch whose ingestion failed for good (None: nothing to do);
+    after MAX_LAUNCHES the batch is marked failed, with an error naming the run to re-execute."""
+    runs = context.instance.get_runs(dg.RunsFilter(tags={BATCH_TAG: batch["id"]}), limit=50)  # newest first
+    views = [BatchRun(r.status.value, r.tags.get(WILL_RETRY_TAG), is_retry=PARENT_RUN_ID_TAG in r.tags) for r in runs]
+    step = decide(views)
+    if step == "wait":
+        return None
+    last = runs[0].run_id if runs else None
+    if step == "give_up":
+        store.ledger.mark_batch(batch["id"], "failed", run_id=last)
+        context.log.error(
+            f"landing batch {batch['id']}: its ingestion failed {MAX_LAUNCHES} times (last run {last}); marked "
+            f"failed, its {batch['n_objects']} object versions not ingested. Fix the cause (the run's log says it), "
+            "then re-execute that run (Dagster UI: the run, Re-execute): the batch is ingested when it succeeds."
+        )
+        return None
+    key = relaunch_key(batch["id"], views)
+    context.log.warning(
+        f"landing batch {batch['id']}: run {last} failed and Dagster will not retry it; launching the batch again "
+        f"(run key {key})"
+    )
+    request = _batch_request(spec, batch["id"], batch["n_objects"])
+    return request.with_replaced_attrs(run_key=key)
+
+
 def build_landing_sensor(spec: PipelineSpec, ingest_job: AssetJob) -> dg.SensorDefinition:
     @dg.sensor(
         name=spec.qualified("landing_sensor"),
@@ -237,6 +267,11 @@ def landing_tick(
         else:
             partitions.append(batch["id"])
             run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
+    # A launched batch whose run failed for good (not launched at all, retries spent) is relaunched (batch_runs.py).
+    for batch in store.ledger.batches(status="launched"):
+        request = _relaunch(context, store, spec, batch)
+        if request is not None:
+            run_requests.append(request)
 
     source = landing.source(spec.landing)
     events_queue = landing.event_queue(spec.landing)
@@ -274,7 +309,7 @@ def landing_tick(
         return dg.SensorResult(
             run_requests=run_requests,
             cursor=new_cursor,
-            dynamic_partitions_requests=[batches.build_add_request(partitions)],
+            dynamic_partitions_requests=[batches.build_add_request(partitions)] if partitions else None,
         )
 
     result, removed, batch = list_slice(
@@ -293,5 +328,5 @@ def landing_tick(
     return dg.SensorResult(
         run_requests=run_requests,
         cursor=new_cursor,
-        dynamic_partitions_requests=[batches.build_add_request(partitions)],
+        dynamic_partitions_requests=[batches.build_add_request(partitions)] if partitions else None,
     )

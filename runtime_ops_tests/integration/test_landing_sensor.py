@@ -182,3 +182,52 @@ def test_objects_deleted_from_the_landing_leave_the_corpus_once_their_range_is_l
     removed = [c for c in store.changes.since(head) if c.op == "remove"]
     assert len(removed) == 2
     assert flow.tick("landing_sensor") == [] and len(store.documents.documents_by_status("deleted")) == 2
+
+
+def _failed_for_good(flow: Flow, request) -> str:  # type: ignore[no-untyped-def]
+    """A run of `request` that failed and that Dagster will not retry (a launch the code server never took)."""
+    import dagster as dg
+
+    run = flow.instance.create_run_for_job(
+        job_def=flow.job_for("landing_sensor", request),
+        tags={**request.tags, "dagster/run_key": request.run_key, "dagster/will_retry": "false"},
+        status=dg.DagsterRunStatus.FAILURE,
+    )
+    return run.run_id
+
+
+def test_a_batch_whose_run_failed_for_good_is_launched_again_then_given_up_loudly(
+    env, postgres_url, dagster_instance, tmp_path, capfd
+):
+    """Found by the soak: an ingest run that could not be launched (its code server was being restarted) failed,
+    Dagster does not retry such a run, and its batch stayed `launched` for ever, its documents never ingested."""
+    landing = Local(tmp_path / "landing")
+    env(database_url=postgres_url, landing=landing.uri)
+    store = open_store(get_settings().resolved_database_url, get_settings())
+    flow = Flow(dagster_instance)
+    landing.put("x.txt", b"a document whose first ingestion never started")
+    [first] = flow.tick("landing_sensor")
+    _failed_for_good(flow, first)
+    [second] = flow.tick("landing_sensor")  # marks the batch launched, sees its run failed, launches again
+    assert (second.partition_key, second.run_key) == (first.partition_key, f"{first.run_key}:launch2")
+    assert second.tags["runtime_ops/batch_id"] == first.partition_key
+    assert flow.run("landing_sensor", second).success
+    assert [b["status"] for b in store.ledger.batches()] == ["ingested"]
+    assert [d["key"] for d in store.documents.documents_by_status("ok")] == ["x.txt"]
+    assert flow.tick("landing_sensor") == []
+
+    landing.put("y.txt", b"a document whose ingestion keeps failing")
+    [one] = flow.tick("landing_sensor")
+    _failed_for_good(flow, one)
+    [two] = flow.tick("landing_sensor")
+    _failed_for_good(flow, two)
+    [three] = flow.tick("landing_sensor")
+    assert three.run_key == f"{one.run_key}:launch3"
+    last = _failed_for_good(flow, three)
+    assert flow.tick("landing_sensor") == []  # three launches: given up, and said so
+    batch = store.ledger.get_batch(str(one.partition_key))
+    assert batch is not None and (batch["status"], batch["run_id"]) == ("failed", last)
+    said = capfd.readouterr().err
+    assert f"landing batch {one.partition_key}: its ingestion failed 3 times (last run {last}); marked failed" in said
+    assert "then re-execute that run" in said
+    assert flow.tick("landing_sensor") == []

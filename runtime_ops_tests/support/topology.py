@@ -185,10 +185,12 @@ class Topology:
         *,
         template: str | None = None,
         env: Mapping[str, str | None] | None = None,
+        via_port: int | None = None,
     ) -> Topology:
         """A DAGSTER_HOME under `root` whose storage is a fresh database on `postgres` (copied from `template`,
         a migrated dagster-postgres schema, when given). Processes inherit os.environ *as it is now*, updated
-        with `env` (None deletes a variable): create the topology after the test has set RUNTIME_OPS_*."""
+        with `env` (None deletes a variable): create the topology after the test has set RUNTIME_OPS_*.
+        `via_port`: the deployment reaches that storage through this port (a fault proxy) rather than directly."""
         database = unique_name("dagster_topo")
         postgres.create_database(database, template=template)
         environ = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
@@ -201,7 +203,10 @@ class Topology:
         topo.home = root / "dagster_home"
         topo.home.mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(exist_ok=True)
-        (topo.home / "dagster.yaml").write_text(DAGSTER_YAML.format(url=postgres.url_for(database)))
+        url = postgres.url_for(database)
+        if via_port is not None:
+            url = url.replace(f":{postgres.port}/", f":{via_port}/")
+        (topo.home / "dagster.yaml").write_text(DAGSTER_YAML.format(url=url))
         topo.workspace_yaml = root / "workspace.yaml"
         topo.environ["DAGSTER_HOME"] = str(topo.home)
         return topo
@@ -237,10 +242,11 @@ class Topology:
             raise TopologyError(f"{proc.name} exited with {proc.popen.returncode}{self.log_tails([proc.name])}")
         return True
 
-    def start_code_server(self, wait: bool = True, timeout: float = 90) -> None:
+    def start_code_server(self, wait: bool = True, timeout: float = 90, port: int | None = None) -> None:
         """`dagster api grpc` serving the runtime_ops code location; with `wait`, returns once it answers a
-        ping (else call `wait_code_server()` later: loading the code location overlaps the caller's setup)."""
-        self.grpc_port = free_port()
+        ping (else call `wait_code_server()` later: loading the code location overlaps the caller's setup).
+        `port`: restart on the port the workspace already names (the daemon and webserver reconnect to it)."""
+        self.grpc_port = port or free_port()
         self.workspace_yaml.write_text(WORKSPACE_YAML.format(host=HOST, port=self.grpc_port, location=LOCATION))
         self._spawn(
             "code_server",
@@ -295,9 +301,9 @@ class Topology:
 
             self._wait(ticked, timeout, f"a first finished tick of {sensor.name}")
 
-    def start_webserver(self, timeout: float = 90) -> str:
+    def start_webserver(self, timeout: float = 90, port: int | None = None) -> str:
         """`dagster-webserver` on the same workspace and instance; returns its URL once /server_info answers."""
-        port = free_port()
+        port = port or free_port()
         proc = self._spawn(
             "webserver",
             [str(BIN / "dagster-webserver"), "-w", str(self.workspace_yaml), "-h", HOST, "-p", str(port)],
@@ -333,6 +339,14 @@ class Topology:
 
     def stop_daemon(self) -> None:
         self._kill("daemon")
+
+    def sigkill(self, name: str) -> None:
+        """SIGKILL a process and its whole group at once (what an OOM kill or a node loss does), no grace."""
+        self._kill(name, grace=0)
+
+    def pid_of(self, name: str) -> int | None:
+        proc = self._procs.get(name)
+        return None if proc is None else proc.popen.pid
 
     def assert_running(self) -> None:
         """Every started process is still up (a fault must be ridden out, not end the deployment)."""

@@ -198,7 +198,8 @@ class Metrics(Repository):
                 agg(p).quarantined[str(code or "unknown")] = int(n)  # type: ignore[index]
             for p, oldest in conn.execute(
                 select(lb.c.pipeline, func.min(lb.c.created_at))
-                .where(and_(lb.c.status.in_(("pending", "launched")), self.owned(lb)))
+                # A failed batch is not ingested either: it keeps the age growing until it is (batch_runs.py).
+                .where(and_(lb.c.status.in_(("pending", "launched", "failed")), self.owned(lb)))
                 .group_by(lb.c.pipeline)
             ):
                 agg(p).landing_oldest_pending_age_s = age(oldest)
