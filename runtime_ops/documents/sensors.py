@@ -207,14 +207,16 @@ def _batch_request(spec: PipelineSpec, batch_id: str, n_objects: int) -> dg.RunR
 
 def _relaunch(
     context: dg.SensorEvaluationContext, store: StateStore, spec: PipelineSpec, batch: dict[str, Any]
-) -> dg.RunRequest | None:
-    """The run request that relaunches a launched batch whose ingestion failed for good (None: nothing to do);
-    after MAX_LAUNCHES the batch is marked failed, with an error naming the run to re-execute."""
+) -> tuple[dg.RunRequest | None, bool]:
+    """The run request that relaunches a launched batch whose ingestion failed for good (None: nothing to do),
+    and whether the batch's run is still waiting in the run queue. After MAX_LAUNCHES the batch is marked failed,
+    with an error naming the run to re-execute."""
     runs = context.instance.get_runs(dg.RunsFilter(tags={BATCH_TAG: batch["id"]}), limit=50)  # newest first
+    queued = bool(runs) and runs[0].status in (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED)
     views = [BatchRun(r.status.value, r.tags.get(WILL_RETRY_TAG), is_retry=PARENT_RUN_ID_TAG in r.tags) for r in runs]
     step = decide(views)
     if step == "wait":
-        return None
+        return None, queued
     last = runs[0].run_id if runs else None
     if step == "give_up":
         store.ledger.mark_batch(batch["id"], "failed", run_id=last)
@@ -223,14 +225,14 @@ def _relaunch(
             f"failed, its {batch['n_objects']} object versions not ingested. Fix the cause (the run's log says it), "
             "then re-execute that run (Dagster UI: the run, Re-execute): the batch is ingested when it succeeds."
         )
-        return None
+        return None, False
     key = relaunch_key(batch["id"], views)
     context.log.warning(
         f"landing batch {batch['id']}: run {last} failed and Dagster will not retry it; launching the batch again "
         f"(run key {key})"
     )
     request = _batch_request(spec, batch["id"], batch["n_objects"])
-    return request.with_replaced_attrs(run_key=key)
+    return request.with_replaced_attrs(run_key=key), False
 
 
 def build_landing_sensor(spec: PipelineSpec, ingest_job: AssetJob) -> dg.SensorDefinition:
@@ -268,10 +270,18 @@ def landing_tick(
             partitions.append(batch["id"])
             run_requests.append(_batch_request(spec, batch["id"], batch["n_objects"]))
     # A launched batch whose run failed for good (not launched at all, retries spent) is relaunched (batch_runs.py).
+    waiting: str | None = None
     for batch in store.ledger.batches(status="launched"):
-        request = _relaunch(context, store, spec, batch)
+        request, queued = _relaunch(context, store, spec, batch)
         if request is not None:
             run_requests.append(request)
+        waiting = waiting or (batch["id"] if queued else None)
+    # Backpressure: while a batch's run waits in the run queue, new objects wait where they are (in the queue of
+    # events, in the listing) and join the next batch, rather than each tick adding a run behind it.
+    if waiting is not None and not run_requests:
+        return dg.SkipReason(
+            f"landing batch {waiting} is still waiting in the run queue: new object versions join the next batch"
+        )
 
     source = landing.source(spec.landing)
     events_queue = landing.event_queue(spec.landing)

@@ -231,3 +231,30 @@ def test_a_batch_whose_run_failed_for_good_is_launched_again_then_given_up_loudl
     assert f"landing batch {one.partition_key}: its ingestion failed 3 times (last run {last}); marked failed" in said
     assert "then re-execute that run" in said
     assert flow.tick("landing_sensor") == []
+
+
+def test_new_objects_wait_while_a_batch_waits_in_the_run_queue_then_join_one_batch(
+    env, postgres_url, dagster_instance, tmp_path
+):
+    """Found by the soak: objects landing faster than ingest runs start made one small batch, and one more queued
+    run, per sensor tick; the run queue grew for as long as the landing kept up its pace."""
+    import dagster as dg
+
+    landing = Local(tmp_path / "landing")
+    env(database_url=postgres_url, landing=landing.uri)
+    flow = Flow(dagster_instance)
+    landing.put("a.txt", b"the first document")
+    [first] = flow.tick("landing_sensor")
+    job = flow.job_for("landing_sensor", first)
+    tags = {**first.tags, "dagster/run_key": first.run_key}
+    # Created, not started: a run waiting for the run queue to launch it. (A QUEUED one must name a code location
+    # origin, which this in-process test has none of; the sensor treats the two alike.)
+    dagster_instance.create_run_for_job(job_def=job, tags=tags, status=dg.DagsterRunStatus.NOT_STARTED)
+    for name in ("b.txt", "c.txt"):
+        landing.put(name, f"{name} lands while the first batch waits for a run slot".encode())
+        assert flow.tick("landing_sensor") == []  # held back: no second batch behind a queued run
+    dagster_instance.create_run_for_job(job_def=job, tags=tags, status=dg.DagsterRunStatus.STARTED)
+    [second] = flow.tick("landing_sensor")  # the run left the queue: what waited is one batch
+    assert second.tags["runtime_ops/objects"] == "2"
+    store = open_store(get_settings().resolved_database_url, get_settings())
+    assert [b["n_objects"] for b in store.ledger.batches()] == [1, 2]

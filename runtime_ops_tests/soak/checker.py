@@ -32,8 +32,8 @@ from runtime_ops_tests.soak.history import Call, Fault, History
 
 __all__ = ["COUNTED", "TERMINAL", "Verdict", "Violation", "check"]
 
-# Ledger statuses a document may end in; `quarantined` also needs a reason.
-TERMINAL = frozenset({"ok", "superseded", "duplicate", "quarantined"})
+# Ledger statuses a document may end in (`deleted`: its object left the landing); `quarantined` also needs a reason.
+TERMINAL = frozenset({"ok", "superseded", "duplicate", "quarantined", "deleted"})
 # Decision outcomes that count a vote (the ops API's, the CLI's, the link page's and Slack's alike).
 COUNTED = frozenset({"accepted", "recorded"})
 
@@ -216,13 +216,13 @@ def _promotions(history: History) -> list[Violation]:
         if request is None:
             out.append(Violation("promotion-unapproved", what, f"no approval request {change.get('approval_id')!r}"))
             continue
-        digest = final.model_digests.get(str(target))
+        live = request.get("live_digest")
         needed = 0 if request.get("kind") == "policy" else int(request.get("required_approvals") or 1)
         if request.get("candidate_version") != target:
             problem = f"request {request['id']} approved v{request.get('candidate_version')}"
-        elif digest is not None and request["candidate_digest"] != digest:
+        elif live is not None and request["candidate_digest"] != live:
             approved = request["candidate_digest"][:12]
-            problem = f"request {request['id']} approved digest {approved}, v{target} is {digest[:12]}"
+            problem = f"request {request['id']} approved digest {approved}, v{target} with its report is {live[:12]}"
         elif request["status"] != "approved":
             problem = f"request {request['id']} is {request['status']}"
         elif approvals[request["id"]] < needed:

@@ -214,9 +214,8 @@ class Deployment:
             return False
 
     def _daemon_ok(self) -> bool:
-        """The daemon process is up and every daemon it must run has sent a heartbeat since it (re)started.
-        (Dagster's daemons beat every 30 s, and only a restart makes them beat at once: an age limit would fail a
-        healthy daemon between beats.)"""
+        """The daemon process is up and every daemon it must run has sent a heartbeat since it (re)started, and
+        within the last 90 s. (Dagster's daemons beat every 30 s; a restart makes them beat at once.)"""
         if self.topo.pid_of("daemon") is None:
             return False
         try:
@@ -224,7 +223,10 @@ class Deployment:
             required = set(self.topo.instance.get_required_daemon_types())
         except Exception:
             return False
-        return required <= {t for t, b in beats.items() if b.timestamp >= self._daemon_started - 1}
+        # A thread stuck for good (on a connection that never answers) stops beating: 90 s is three missed beats.
+        now = time.time()
+        fresh = {t for t, b in beats.items() if b.timestamp >= self._daemon_started - 1 and now - b.timestamp < 90}
+        return required <= fresh
 
     # ------------------------------------------------------------------ teardown
     def stop(self) -> None:

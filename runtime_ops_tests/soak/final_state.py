@@ -42,12 +42,18 @@ def read_final(database_url: str, instance: Any, env: dict[str, str]) -> Final:
                 documents=_rows(
                     conn, "select id, key, version, status, reason from documents where pipeline = :p order by id", **p
                 ),
-                requests=_rows(
-                    conn,
-                    "select id, candidate_version, candidate_digest, status, kind, "
-                    "required_approvals from approval_requests where pipeline = :p and target is null",
-                    **p,
-                ),
+                requests=[
+                    _live_digest(r)
+                    for r in _rows(
+                        conn,
+                        "select r.id, r.candidate_version, r.candidate_digest, r.status, r.kind, r.required_approvals, "
+                        "m.digest as model_digest, e.report_digest from approval_requests r "
+                        "left join model_versions m on m.pipeline = r.pipeline and m.version = r.candidate_version "
+                        "left join eval_reports e on e.id = r.eval_report_id "
+                        "where r.pipeline = :p and r.target is null",
+                        **p,
+                    )
+                ],
                 votes=_rows(
                     conn,
                     "select v.request_id, v.actor, v.vote, v.channel from approval_votes v "
@@ -55,10 +61,6 @@ def read_final(database_url: str, instance: Any, env: dict[str, str]) -> Final:
                     **p,
                 ),
                 deliveries=_rows(conn, "select dedupe_key, request_id, outcome from interaction_deliveries"),
-                model_digests={
-                    str(r["version"]): r["digest"]
-                    for r in _rows(conn, "select version, digest from model_versions where pipeline = :p", **p)
-                },
                 production_changes=_rows(
                     conn,
                     "select id, old_target, new_target, approval_id, actor, run_id "
@@ -90,6 +92,16 @@ def read_final(database_url: str, instance: Any, env: dict[str, str]) -> Final:
     final.audit_detail = (done.stdout + done.stderr).strip()[-2000:]
     final.unfinished_runs = unfinished_runs(instance)
     return final
+
+
+def _live_digest(request: dict[str, Any]) -> dict[str, Any]:
+    """The request with `live_digest`: the digest of the model now registered as its candidate and of its report
+    (what a promotion would put live), to hold against the `candidate_digest` that was approved."""
+    from runtime_ops.policies.digests import candidate_digest
+
+    model, report = request.pop("model_digest"), request.pop("report_digest")
+    request["live_digest"] = candidate_digest(model, report) if model and report else None
+    return request
 
 
 def _audit_production(conn: Any) -> int | None:

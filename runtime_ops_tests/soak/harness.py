@@ -100,9 +100,10 @@ def run_soak(
         injector.stop_event.set()
         injecting.join(60)
         injector.join()
-        workload.stop()
-        say(f"workload stopped at t={recorder.now():.0f}s; draining")
+        workload.stop_traffic()
+        say(f"traffic stopped at t={recorder.now():.0f}s; draining (approvers still deciding)")
         drained = _drain(deployment, cfg.drain_timeout, say)
+        workload.stop()
         say(f"drained in {drained:.0f}s" if drained is not None else "the work did not drain in time; checking anyway")
 
         direct_env = {**os.environ, "RUNTIME_OPS_DATABASE_URL": deployment.url(direct=True)}
@@ -167,7 +168,8 @@ def _store(deployment: Deployment) -> Any:
 
 def _busy(deployment: Deployment, store: Any) -> str:
     """What still has work to do ("" when the deployment is idle): messages in the landing queue, batches not
-    ingested, documents not processed, requests pending past their expiry, runs queued or in progress."""
+    ingested, documents not processed, approval requests pending (the approvers decide them, or they expire), runs
+    queued or in progress."""
     from dagster import DagsterRunStatus, RunsFilter
     from sqlalchemy import text
 
@@ -183,13 +185,17 @@ def _busy(deployment: Deployment, store: Any) -> str:
             text(
                 "select (select count(*) from landing_batches where status in ('pending', 'launched')), "
                 "(select count(*) from documents where status in ('pending', 'parsed')), "
-                "(select count(*) from approval_requests where status = 'pending' and expire_at < now())"
+                "(select count(*) from approval_requests where status = 'pending')"
             )
         ).one()
-    busy += [f"{n} {what}" for n, what in zip(counts, ("batches not ingested", "documents not processed",
-                                                         "requests past expiry"), strict=True) if n]  # fmt: skip
-    statuses = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-                DagsterRunStatus.STARTED]  # fmt: skip
+    what = ("batches not ingested", "documents not processed", "requests pending (decided or expiring)")
+    busy += [f"{n} {label}" for n, label in zip(counts, what, strict=True) if n]
+    statuses = [
+        DagsterRunStatus.QUEUED,
+        DagsterRunStatus.NOT_STARTED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+    ]
     runs = deployment.topo.instance.get_runs(RunsFilter(statuses=statuses), limit=50)
     if runs:
         busy.append(f"{len(runs)} runs " + ", ".join(sorted({f"{r.job_name} {r.status.value}" for r in runs})))
@@ -243,7 +249,13 @@ def diagnostics(deployment: Deployment) -> dict[str, Any]:
             for r in tagged
         ]  # fmt: skip
     by_run = Counter(f"{r.job_name} {r.status.value}" for r in runs)
+    proxies = {
+        name: {"accepted": proxy.accepted, "resets": proxy.resets, "open": proxy.open_connections,
+               "accept_errors": proxy.accept_errors[-5:], "accepting": proxy.accepting}
+        for name, proxy in (("postgres", deployment.pg_proxy), ("redis", deployment.redis_proxy))
+    }  # fmt: skip
     return {
+        "proxies": proxies,
         "runs": dict(sorted(by_run.items())),
         "landing_batches": {str(k): int(v) for k, v in batches.items()},
         "batches_not_ingested": open_batches,

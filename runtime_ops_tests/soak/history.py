@@ -67,10 +67,10 @@ class Call:
 @dataclass
 class Final:
     documents: list[dict[str, Any]] = field(default_factory=list)  # key, version, status, reason
-    requests: list[dict[str, Any]] = field(default_factory=list)  # id, candidate_version, candidate_digest, ...
+    # id, candidate_version, candidate_digest (approved), live_digest (of the model and report now registered), ...
+    requests: list[dict[str, Any]] = field(default_factory=list)
     votes: list[dict[str, Any]] = field(default_factory=list)  # request_id, actor, vote, channel
     deliveries: list[dict[str, Any]] = field(default_factory=list)  # Slack clicks: dedupe_key, request_id, outcome
-    model_digests: dict[str, str] = field(default_factory=dict)  # model version (as a string: JSON) -> digest
     production_changes: list[dict[str, Any]] = field(default_factory=list)  # alias_history rows of `production`
     production: int | None = None
     serving_version: int | None = None  # model version of the index `retrieval_index` points at

@@ -101,6 +101,7 @@ class TcpProxy:
         self.latency = 0.0
         self.accepted = 0
         self.resets = 0
+        self.accept_errors: list[str] = []
         self._flowing = threading.Condition()
         self._conns: set[_Connection] = set()
         self._lock = threading.Lock()
@@ -155,6 +156,11 @@ class TcpProxy:
             self._flowing.notify_all()
 
     @property
+    def accepting(self) -> bool:
+        """The accepting thread is alive (a proxy that stopped accepting is a fault nobody asked for)."""
+        return self._thread.is_alive()
+
+    @property
     def open_connections(self) -> int:
         with self._lock:
             return len(self._conns)
@@ -179,14 +185,25 @@ class TcpProxy:
         while not self._stopped.is_set():
             try:
                 client, _ = self._listener.accept()
-            except OSError:
-                return
-            if self.mode == "reset":
-                self.resets += 1
-                _hard_close(client)
+            except OSError as exc:
+                if self._stopped.is_set():
+                    return
+                # A client that gave up before its connection was accepted (ECONNABORTED), or descriptors running
+                # out for a moment: keep accepting. Returning here would leave every later client connected to a
+                # port nobody answers, which is a different fault from the one asked for.
+                self.accept_errors.append(f"{type(exc).__name__}: {exc}")
+                time.sleep(0.05)
                 continue
-            self.accepted += 1
-            conn = _Connection(self, client)
-            with self._lock:
-                self._conns.add(conn)
-            threading.Thread(target=conn.run, daemon=True).start()
+            try:
+                if self.mode == "reset":
+                    self.resets += 1
+                    _hard_close(client)
+                    continue
+                self.accepted += 1
+                conn = _Connection(self, client)
+                with self._lock:
+                    self._conns.add(conn)
+                threading.Thread(target=conn.run, daemon=True).start()
+            except Exception as exc:  # one connection's trouble must not stop the proxy accepting the next
+                self.accept_errors.append(f"{type(exc).__name__}: {exc}")
+                _hard_close(client)

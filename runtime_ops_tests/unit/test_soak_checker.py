@@ -68,12 +68,14 @@ def clean() -> History:
                 {"id": 1, "key": "landing/a.md", "version": "e1", "status": "superseded", "reason": None},
                 {"id": 2, "key": "landing/bad.pdf", "version": "e2", "status": "quarantined", "reason": "not a PDF"},
                 {"id": 3, "key": "landing/a.md", "version": "e3", "status": "ok", "reason": None},
+                {"id": 4, "key": "landing/gone.md", "version": "e4", "status": "deleted", "reason": None},
             ],
             requests=[
                 {
                     "id": "ar_1",
                     "candidate_version": 1,
                     "candidate_digest": DIGEST_1,
+                    "live_digest": DIGEST_1,
                     "status": "approved",
                     "kind": "policy",
                     "required_approvals": 1,
@@ -82,6 +84,7 @@ def clean() -> History:
                     "id": "ar_2",
                     "candidate_version": 2,
                     "candidate_digest": DIGEST_2,
+                    "live_digest": DIGEST_2,
                     "status": "approved",
                     "kind": "human",
                     "required_approvals": 1,
@@ -89,7 +92,6 @@ def clean() -> History:
             ],
             votes=[{"request_id": "ar_2", "actor": "U2", "vote": "approve", "channel": "slack"}],
             deliveries=[{"dedupe_key": "k1", "request_id": "ar_2", "outcome": "accepted"}],
-            model_digests={"1": DIGEST_1, "2": DIGEST_2},
             production_changes=[
                 {"id": 1, "old_target": None, "new_target": 1, "approval_id": "ar_1", "actor": "policy"},
                 {"id": 2, "old_target": 1, "new_target": 2, "approval_id": "ar_2", "actor": "U2"},
@@ -157,7 +159,7 @@ def test_a_promotion_without_a_counted_approval_is_named() -> None:
     ]
     assert "counted 0 of 1 approvals" in violations[0].detail
     history = clean()
-    history.final.model_digests["2"] = "c" * 64  # the model that went live is not the one approved
+    history.final.requests[1]["live_digest"] = "c" * 64  # the model that went live is not the one approved
     assert invariants(history) == [("promotion-unapproved", "production -> v2 (alias change 2)")]
 
 
