@@ -10,7 +10,7 @@ import pytest
 
 from runtime_ops_tests.soak.harness import SoakConfig, run_soak
 
-pytestmark = pytest.mark.slow(seconds=330)  # alone on 2 cores (Dec 2026): started first, see conftest.py
+pytestmark = pytest.mark.slow(seconds=265)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
 SEED = 20261205
 # One of each family: a process killed (the daemon, the ops API, a run worker), PostgreSQL restarted, Redis

@@ -19,7 +19,7 @@ run to look at:
     serving-disagrees    `production`, the serving index and the audit log name different versions
     audit-broken         `runtime-ops audit verify` did not pass
     run-stuck            a Dagster run still STARTING or STARTED after recovery
-    unexplained-error    a 5xx (or no answer) outside every fault's window
+    unexplained-error    a 5xx (or no answer) whose request was in flight outside every fault's window
 """
 
 from __future__ import annotations
@@ -267,7 +267,10 @@ def _errors(calls: list[Call], faults: list[Fault], grace: float) -> tuple[list[
     for i, call in enumerate(calls):
         if call.status is not None and call.status < 500:
             continue
-        hit = [f for f, start, end in windows if start <= call.t <= end]
+        # The call lasted from `t` until its answer (or its timeout): a fault that began while it was in flight
+        # explains it as well as one that began before it was sent.
+        answered = call.t + call.latency_ms / 1000
+        hit = [f for f, start, end in windows if start <= answered and call.t <= end]
         if hit:
             blamed[i] = hit[-1].id  # the latest fault that began before it
             continue

@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from dagster import DagsterRunStatus, RunsFilter
@@ -179,25 +180,28 @@ class Injector:
         return None
 
     def _stop_lock_holder(self, planned: PlannedFault) -> None:
-        deadline = time.monotonic() + 30
-        held = None
-        while held is None and time.monotonic() < deadline and not self.stop_event.is_set():
+        """SIGSTOP the holder of a lock past the lock's TTL; while none is held, a run worker in progress (a long GC
+        pause, a frozen VM) for 15 s. Locks are held for seconds at a time (a promotion, an index fill), so both are
+        looked for, for up to 60 s."""
+        deadline = time.monotonic() + 60
+        target, pause, tree = "", 0.0, []
+        while not tree and time.monotonic() < deadline and not self.stop_event.is_set():
             held = self._lock_holder()
+            if held is not None:
+                lock, pid, left_ms = held
+                target, pause, tree = f"holder of lock {lock} (pid {pid})", left_ms / 1000 + 3.0, [pid]
+                break
+            runs = self._running_runs()
+            if runs and time.monotonic() > deadline - 50:  # ten seconds for a lock first, then a worker will do
+                with contextlib.suppress(Exception):
+                    tree = process_tree(self.d.topo.worker_pid(runs[0], timeout=5))
+                    target, pause = f"worker of run {runs[0][:8]} (no lock was held)", 15.0
+                    planned = replace(planned, kind="run_worker_stop")
+                    break
             time.sleep(0.2)
-        if held is not None:
-            lock, pid, left_ms = held
-            target, pause, tree = f"holder of lock {lock} (pid {pid})", left_ms / 1000 + 3.0, [pid]
-        else:  # no lock taken meanwhile: a stalled run worker (a long GC pause, a frozen VM) instead
-            run_id = self._wait_for_run(5)
-            if run_id is None:
-                self._skip(planned, "no lock held and no run in progress within 35 s")
-                return
-            try:
-                tree = process_tree(self.d.topo.worker_pid(run_id, timeout=10))
-            except Exception:
-                self._skip(planned, f"run {run_id[:8]} had no worker to stop")
-                return
-            target, pause = f"worker of run {run_id[:8]} (no lock was held)", 15.0
+        if not tree:
+            self._skip(planned, "no lock held and no run in progress within 60 s")
+            return
         start = self.rec.now()
         for pid in tree:
             with contextlib.suppress(ProcessLookupError):

@@ -266,3 +266,13 @@ def test_a_version_recorded_twice_is_named() -> None:
     history = clean()
     history.final.documents.append(copy.deepcopy(history.final.documents[2]) | {"id": 7})
     assert invariants(history) == [("document-twice", "landing/a.md@e3")]
+
+
+def test_an_error_whose_request_was_in_flight_when_a_fault_began_is_blamed_on_it() -> None:
+    """Found by the 30-minute soak: a feedback call sent 5 ms before a PostgreSQL reset, answered 503 during it."""
+    history = clean()
+    history.calls.append(Call(t=9.995, what="feedback", status=503, latency_ms=11.8))
+    history.calls.append(Call(t=9.0, what="feedback", status=503, latency_ms=900.0))  # answered before it began
+    verdict = check(history)
+    assert [(v.invariant, v.record) for v in verdict.violations] == [("unexplained-error", "feedback at t=9.0s")]
+    assert verdict.blamed == {1: 1, 6: 1}
