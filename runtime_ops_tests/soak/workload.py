@@ -405,29 +405,23 @@ class Workload:
             expires_at=datetime.now(UTC) + timedelta(hours=1),
         )
         form = {"action": action, **({"reason": "soak: rejected by link"} if action == "reject" else {})}
-        call, resp = self._request(
-            "decision",
-            "POST",
-            f"{self.d.ops_url}/approvals/{token}",
-            channel="link",
-            record={"request_id": request["id"], "actor": approver},
-            data=form,
-        )
+        call, resp = self._vote("link", f"/approvals/{token}", request, approver, data=form)
         counted = resp is not None and resp.status_code == 200
         return self._with_outcome(call, "recorded" if counted else "refused")
 
     def _api(self, request: dict[str, Any], approver: str, action: str, rng: random.Random) -> Call:
         body = {"reason": "soak: rejected through the API"} if action == "reject" else {}
-        call, _ = self._request(
-            "decision",
-            "POST",
-            f"{self.d.ops_url}/api/approvals/{request['id']}/{action}",
-            channel="api",
-            record={"request_id": request["id"], "actor": approver},
-            json=body,
-            headers={"Authorization": f"Bearer {self.keys.decide[approver]}"},
-        )
+        headers = {"Authorization": f"Bearer {self.keys.decide[approver]}"}
+        call, _ = self._vote("api", f"/api/approvals/{request['id']}/{action}", request, approver, json=body,
+                             headers=headers)  # fmt: skip
         return call
+
+    def _vote(
+        self, channel: str, path: str, request: dict[str, Any], approver: str, **kwargs: Any
+    ) -> tuple[Call, httpx.Response | None]:
+        """POST one approver's decision on `request` to the ops API through `channel`, recorded as a decision."""
+        record = {"request_id": request["id"], "actor": approver}
+        return self._request("decision", "POST", f"{self.d.ops_url}{path}", channel=channel, record=record, **kwargs)
 
     def _cli(self, request: dict[str, Any], approver: str, action: str, rng: random.Random) -> Call:
         with tempfile.TemporaryDirectory() as folder:
