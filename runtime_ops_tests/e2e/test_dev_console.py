@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import httpx
 import psutil
 import pytest
 
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.dev_process import session_processes
 from runtime_ops_tests.support.topology import wait_for
 
@@ -33,7 +33,7 @@ STOP_SECONDS = 60
 
 
 def _answers(url: str) -> bool:
-    return httpx.get(url, timeout=5).status_code == 200
+    return web.get(url, timeout=5).status_code == 200
 
 
 def _run_in_flight(instance: dg.DagsterInstance) -> bool:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import httpx
 import pytest
 from dagster._core.storage.tags import AUTOMATION_CONDITION_TAG
 
@@ -24,6 +23,7 @@ from runtime_ops.demo import corpus_keys, land_corpus
 from runtime_ops.landing import LocalLandingSource
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.dev_process import Dev
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN
 from runtime_ops_tests.support.recovery_report import report_recovery
@@ -152,8 +152,8 @@ def test_sigkill_of_dev_during_each_run_kind_then_restart_finishes_with_no_perso
         assert int(index["n_chunks"]) == store.documents.current_chunk_count()
         # ... and answering: the ops API that `dev` runs serves a query from that index.
         key = store.api_keys.create("crash-test", ["search"]).key
-        wait_for(lambda: httpx.get(f"{dev.api}/healthz", timeout=5).status_code == 200, 60, "the ops API")
-        found = httpx.post(
+        wait_for(lambda: web.get(f"{dev.api}/healthz", timeout=5).status_code == 200, 60, "the ops API")
+        found = web.post(
             f"{dev.api}/api/search",
             json={"query": "json encoder", "k": 3},
             headers={"Authorization": f"Bearer {key}"},

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import free_port, wait_until
 from runtime_ops_tests.support.slack_server import SlackServer
 from runtime_ops_tests.support.slack_signing import interaction_body, sign
@@ -309,12 +309,12 @@ def test_the_built_wheel_gates_an_asset_of_another_project_from_its_own_venv(pro
             )  # fmt: skip
         try:
             api = f"http://127.0.0.1:{port}"
-            ready = lambda: serve.poll() is None and httpx.get(f"{api}/healthz", timeout=1).status_code == 200  # noqa: E731
+            ready = lambda: serve.poll() is None and web.get(f"{api}/healthz", timeout=1).status_code == 200  # noqa: E731
             wait_until(ready, 60, "runtime-ops serve", log=log)
             # U1's operator key approves the first request through the ops API: one approval of two launches
             # nothing; U2's, through the CLI, decides it.
             bearer = {"Authorization": f"Bearer {keys['U1']}"}
-            approved = httpx.post(f"{api}/api/approvals/{first_id}/approve", json={}, headers=bearer, timeout=10)
+            approved = web.post(f"{api}/api/approvals/{first_id}/approve", json={}, headers=bearer, timeout=10)
             assert approved.status_code == 200, approved.text
             project.run("runtime-ops", "approvals", "approve", first_id, RUNTIME_OPS_OPERATOR_KEY=keys["U2"])
             assert project.tick()["launched"] == [{"run_key": first_id, "success": True}]
@@ -330,13 +330,13 @@ def test_the_built_wheel_gates_an_asset_of_another_project_from_its_own_venv(pro
                 channel_id=CHANNEL, response_url=slack.response_url("click"),
             )  # fmt: skip
             headers = {"content-type": "application/x-www-form-urlencoded", **sign(SECRET, body, int(time.time()))}
-            clicked = httpx.post(f"{api}/slack/interactions", content=body, headers=headers, timeout=10)
+            clicked = web.post(f"{api}/slack/interactions", content=body, headers=headers, timeout=10)
             assert clicked.status_code == 200, clicked.text
             assert project.tick()["launched"] == []  # one of two
             [text] = [e["text"] for e in slack.ephemerals if e["user"] == "U1" and second_id in e["text"]]
             link = text[text.index(f"{api}/approvals/") :].split()[0].rstrip(">")
-            assert "Approve scoring/ticket_labels?" in httpx.get(link, timeout=10).text
-            assert httpx.post(link, data={"action": "approve"}, timeout=10).status_code == 200
+            assert "Approve scoring/ticket_labels?" in web.get(link, timeout=10).text
+            assert web.post(link, data={"action": "approve"}, timeout=10).status_code == 200
         finally:
             serve.terminate()
             serve.wait(timeout=30)

@@ -17,6 +17,7 @@ import pytest
 
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer, ready
 from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.slack_signing import signed_headers
@@ -58,21 +59,21 @@ def test_a_non_utf8_slack_body_is_a_401_with_an_audit_record(api: ApiServer, pos
     body = b"payload=\xff\xfe\xfa"
     headers = signed_headers(SIGNING, body)
     before = _audit_count(postgres_url)
-    reply = httpx.post(f"{api.url}/slack/interactions", content=body, headers=headers, timeout=30)
+    reply = web.post(f"{api.url}/slack/interactions", content=body, headers=headers, timeout=30)
     assert reply.status_code == 401 and "not UTF-8" in reply.json()["error"]
     assert _audit_count(postgres_url) == before + 1
 
 
 def test_deeply_nested_json_is_a_400_not_a_recursion_error(api: ApiServer) -> None:
     nested = ("[" * 100_000 + "]" * 100_000).encode()
-    alert = httpx.post(
+    alert = web.post(
         f"{api.url}/alerts/alertmanager",
         content=b'{"version": "4", "alerts": ' + nested + b"}",
         headers={"Authorization": "Bearer alert-token", "Content-Type": "application/json"},
         timeout=30,
     )
     assert alert.status_code == 400 and "nested too deeply" in alert.json()["error"]
-    landing = httpx.post(f"{api.url}/webhooks/landing", content=b'{"objects": ' + nested + b"}", headers=JSON_HOOK)
+    landing = web.post(f"{api.url}/webhooks/landing", content=b'{"objects": ' + nested + b"}", headers=JSON_HOOK)
     assert landing.status_code == 400 and "nested too deeply" in landing.json()["error"]
 
 
@@ -96,7 +97,7 @@ def test_the_landing_webhook_refuses_bad_keys_and_writes_nothing(
     (landing / "dir" / "inside.txt").write_text("a file inside a folder")
     (landing / "old.txt").write_text("an existing file")
     before = _files(landing)
-    reply = httpx.post(f"{api.url}/webhooks/landing", json={"objects": objects}, headers=HOOK, timeout=30)
+    reply = web.post(f"{api.url}/webhooks/landing", json={"objects": objects}, headers=HOOK, timeout=30)
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"].startswith("nothing landed") and any(problem in p for p in reply.json()["problems"])
     assert _files(landing) == before
@@ -109,13 +110,13 @@ def test_a_write_that_fails_half_way_is_undone(api: ApiServer, tmp_path: Path, m
     old_stat = (landing / "keep" / "a.txt").stat()
     monkeypatch.setenv("RUNTIME_OPS_FAILPOINTS", "landing.write=raise")  # after the first object is written
     objects = [{"key": "keep/a.txt", "content": "a new version"}, {"key": "b.txt", "content": "new"}]
-    reply = httpx.post(f"{api.url}/webhooks/landing", json={"objects": objects}, headers=HOOK, timeout=30)
+    reply = web.post(f"{api.url}/webhooks/landing", json={"objects": objects}, headers=HOOK, timeout=30)
     assert reply.status_code == 503 and reply.json()["error"].startswith("nothing landed")
     assert _files(landing) == {"keep/a.txt": b"the old version"}  # no b.txt, no stash left behind
     after = (landing / "keep" / "a.txt").stat()
     assert (after.st_size, after.st_mtime_ns) == (old_stat.st_size, old_stat.st_mtime_ns), "the same version"
     monkeypatch.delenv("RUNTIME_OPS_FAILPOINTS")
-    reply = httpx.post(f"{api.url}/webhooks/landing", json={"objects": objects}, headers=HOOK, timeout=30)
+    reply = web.post(f"{api.url}/webhooks/landing", json={"objects": objects}, headers=HOOK, timeout=30)
     assert reply.status_code == 202 and len(reply.json()["landed"]) == 2
     assert _files(landing) == {"b.txt": b"new", "keep/a.txt": b"a new version"}
 
@@ -150,7 +151,7 @@ def served(env, postgres_url, tmp_path) -> Iterator[tuple[str, int]]:  # type: i
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if web.get(f"{url}/healthz", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -177,9 +178,9 @@ def test_a_200_mb_body_is_refused_before_it_is_read(served: tuple[str, int]) -> 
 
     # Measured from a server past its warm-up and every route's first use (imports, pools): what grows after is
     # the body's cost alone.
-    ready(lambda: httpx.get(f"{url}/readyz", timeout=10))
+    ready(lambda: web.get(f"{url}/readyz", timeout=10))
     for path in BODY_ROUTES:
-        httpx.post(f"{url}{path}", content=b"{}", headers=headers(path), timeout=30)
+        web.post(f"{url}{path}", content=b"{}", headers=headers(path), timeout=30)
 
     def body() -> Iterator[bytes]:
         for _ in range(200):
@@ -188,23 +189,23 @@ def test_a_200_mb_body_is_refused_before_it_is_read(served: tuple[str, int]) -> 
     for path in BODY_ROUTES:
         before = _peak_rss_mb(pid)
         # Declared: refused from the header alone. Chunked (no Content-Length): refused once over the limit.
-        declared = httpx.post(
+        declared = web.post(
             f"{url}{path}", content=body(), headers={**headers(path), "Content-Length": str(200 * len(chunk))}
         )
         assert declared.status_code == 413, f"{path}: {declared.text}"
         try:
-            streamed = httpx.post(f"{url}{path}", content=body(), headers=headers(path), timeout=60)
+            streamed = web.post(f"{url}{path}", content=body(), headers=headers(path), timeout=60)
             assert streamed.status_code in (401, 413), f"{path}: {streamed.text}"  # Slack's: signature checked after
         except httpx.HTTPError:
             pass  # the server answered 413 and closed while the client was still sending: refused all the same
         # At most the route's own limit is ever held (32 MB for the landing's inline documents, KBs elsewhere).
         grew = _peak_rss_mb(pid) - before
         assert grew < limit_for(path) / 2**20 + 16, f"{path}: the server's peak RSS grew by {grew:.0f} MB for 200 MB"
-        assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
+        assert web.get(f"{url}/healthz", timeout=10).status_code == 200
 
 
 def test_approval_pages_carry_security_headers(api: ApiServer) -> None:
-    reply = httpx.get(f"{api.url}/approvals/not-a-real-token", timeout=30)
+    reply = web.get(f"{api.url}/approvals/not-a-real-token", timeout=30)
     assert reply.status_code == 403 and "text/html" in reply.headers["content-type"]
     assert reply.headers["cache-control"] == "no-store"
     assert reply.headers["referrer-policy"] == "no-referrer"
@@ -214,9 +215,9 @@ def test_approval_pages_carry_security_headers(api: ApiServer) -> None:
 
 
 def test_bad_content_length_and_malformed_bodies_are_4xx(api: ApiServer) -> None:
-    raw = httpx.post(f"{api.url}/webhooks/landing", content=b"\xff\xfe not json", headers=JSON_HOOK, timeout=30)
+    raw = web.post(f"{api.url}/webhooks/landing", content=b"\xff\xfe not json", headers=JSON_HOOK, timeout=30)
     assert raw.status_code == 400
-    assert httpx.post(f"{api.url}/webhooks/landing", content=b"[]", headers=JSON_HOOK, timeout=30).status_code == 400
+    assert web.post(f"{api.url}/webhooks/landing", content=b"[]", headers=JSON_HOOK, timeout=30).status_code == 400
     wrong_type = json.dumps({"objects": "not a list"}).encode()
-    reply = httpx.post(f"{api.url}/webhooks/landing", content=wrong_type, headers=JSON_HOOK, timeout=30)
+    reply = web.post(f"{api.url}/webhooks/landing", content=wrong_type, headers=JSON_HOOK, timeout=30)
     assert reply.status_code == 400

@@ -24,6 +24,7 @@ import pytest
 from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import free_port, wait_until
 
 TOKEN = "alert-token"
@@ -68,7 +69,7 @@ def served(env: Any, postgres_url: str, tmp_path: Path) -> Iterator[Served]:
 
     def up() -> bool:
         try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+            return web.get(f"{url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -143,7 +144,7 @@ def test_slow_headers_and_slow_bodies_are_closed_while_the_api_answers(served: S
             answers[s] += data
             if not data:
                 closed.add(s)
-        healthy += httpx.get(f"{served.url}/healthz", timeout=10).status_code == 200
+        healthy += web.get(f"{served.url}/healthz", timeout=10).status_code == 200
         if len(closed) == len(slow):
             break
     for s, _ in slow:
@@ -168,7 +169,7 @@ def test_a_client_gone_mid_body_is_one_info_line_without_a_traceback(served: Ser
         return [r for r in served.records() if "disconnected" in str(r.get("message"))]
 
     wait_until(lambda: bool(gone()), 20, "the disconnect to be logged", served.log)
-    assert httpx.get(f"{served.url}/healthz", timeout=10).status_code == 200  # and the process is fine
+    assert web.get(f"{served.url}/healthz", timeout=10).status_code == 200  # and the process is fine
     [line] = gone()
     assert line["level"] == "info" and line["path"] == "/alerts/alertmanager", line
     text = served.log.read_text()

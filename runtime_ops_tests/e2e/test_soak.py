@@ -29,8 +29,10 @@ def test_a_seeded_soak_loses_nothing(
             else:
                 monkeypatch.setenv(name, value)
 
-    cfg = SoakConfig(seed=SEED, minutes=2.5, out=tmp_path / "soak", kinds=KINDS, gap=(14.0, 20.0), warmup=10.0,
-                     quiet_tail=15.0, expire_after="40s", drain_timeout=300.0)  # fmt: skip
+    # Two minutes of faults and work; objects land every 3-6 s so that batches (one ingest run each) are fewer than
+    # in `make soak`, where the landing never rests more than 4 s.
+    cfg = SoakConfig(seed=SEED, minutes=2.0, out=tmp_path / "soak", kinds=KINDS, gap=(11.0, 15.0), warmup=10.0,
+                     quiet_tail=15.0, expire_after="30s", drain_timeout=300.0, landing_gap=(3.0, 6.0))  # fmt: skip
     lines: list[str] = []
     history, verdict, report = run_soak(cfg, set_env, log=lines.append)
     with capsys.disabled():

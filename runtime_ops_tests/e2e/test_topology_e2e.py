@@ -20,12 +20,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow
 from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.slack_server import SlackServer
@@ -61,7 +61,7 @@ def put_tree(client: Any, bucket: str, folder: Path) -> int:
 def scrape(url: str, headers: dict[str, str]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    resp = httpx.get(f"{url}/metrics", headers=headers, timeout=30)
+    resp = web.get(f"{url}/metrics", headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
     assert resp.headers["content-type"].startswith("text/plain")
     samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
@@ -137,7 +137,7 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         )  # fmt: skip
         headers = {"content-type": "application/x-www-form-urlencoded", **sign(SECRET, body, int(time.time()))}
         t_click = time.monotonic()
-        resp = httpx.post(f"{topo.ops_url}/slack/interactions", content=body, headers=headers, timeout=10)
+        resp = web.post(f"{topo.ops_url}/slack/interactions", content=body, headers=headers, timeout=10)
         t_ack = time.monotonic() - t_click
         assert resp.status_code == 200, resp.text
         assert store.requests.get_request(pending["id"])["status"] == "approved"

@@ -18,6 +18,7 @@ from sqlalchemy import select, text
 from runtime_ops.settings import get_settings
 from runtime_ops.store import AliasConflict, open_store
 from runtime_ops.store import schema as t
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.alertmanager import Alertmanager
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.fencing import remove_fenced, set_fenced
@@ -169,7 +170,7 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
         am.amtool("alert", "add", "RetrievalIndexCorrupt", "severity=page", "--annotation=summary=index is corrupt")
 
         def inbox() -> list[dict[str, Any]]:
-            return httpx.get(f"{api.url}/api/alerts", headers=read, timeout=5).json()
+            return web.get(f"{api.url}/api/alerts", headers=read, timeout=5).json()
 
         [entry] = wait_for(inbox, 30, "the alert to reach the inbox")
         assert entry["status"] == "firing" and entry["alertname"] == "RetrievalIndexCorrupt"
@@ -207,7 +208,7 @@ def test_alertmanager_to_inbox_to_one_remediation_run_and_resolve(
         # Merged into the same firing period (Alertmanager's API shows startsAt to the millisecond only).
         assert abs(_instant(am_alert["startsAt"]) - _instant(entry["starts_at"])) < timedelta(milliseconds=1)
         redelivery = webhook(alert("RetrievalIndexCorrupt", entry["fingerprint"], entry["starts_at"], severity="page"))
-        response = httpx.post(
+        response = web.post(
             f"{api.url}/alerts/alertmanager", json=redelivery, headers={"Authorization": f"Bearer {token}"}
         )
         assert response.status_code == 200 and response.json()["duplicate"] == 1

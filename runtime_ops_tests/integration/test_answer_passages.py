@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from runtime_ops.serving.answerer import split_sentences
 from runtime_ops.settings import get_settings
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.fault_server import FaultServer, ok, status
 from runtime_ops_tests.support.flow import serving_v1
@@ -31,7 +30,7 @@ QUESTION = "How is the quokka export pretty-printed with json.tool?"
 
 
 def _ask(api: ApiServer, headers: dict[str, str]) -> dict[str, Any]:
-    reply = httpx.post(f"{api.url}/api/answer", json={"question": QUESTION, "k": 20}, headers=headers, timeout=30)
+    reply = web.post(f"{api.url}/api/answer", json={"question": QUESTION, "k": 20}, headers=headers, timeout=30)
     assert reply.status_code == 200, reply.text
     return reply.json()
 

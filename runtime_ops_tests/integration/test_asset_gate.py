@@ -23,6 +23,7 @@ from runtime_ops.components.loading import PipelineConfigError
 from runtime_ops.definitions import build_definitions
 from runtime_ops.settings import load_settings
 from runtime_ops.store import StateStore, open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer, FakeClock, operator_cli
 from runtime_ops_tests.support.flow import Flow
 from runtime_ops_tests.support.own_corpus import declare_pipeline
@@ -172,18 +173,18 @@ class Gated:
         )  # fmt: skip
         headers = {"content-type": "application/x-www-form-urlencoded",
                    **sign(SECRET, body, int(self.clock.now().timestamp()))}  # fmt: skip
-        return httpx.post(f"{self.api.url}/slack/interactions", content=body, headers=headers, timeout=10)
+        return web.post(f"{self.api.url}/slack/interactions", content=body, headers=headers, timeout=10)
 
     def link(self, request_id: str, user: str) -> httpx.Response:
         [text] = [e["text"] for e in self.slack.ephemerals if e["user"] == user and request_id in e["text"]]
         url = text[text.index(f"{self.api.url}/approvals/") :].split()[0].rstrip(">")
-        page = httpx.get(url, timeout=10).text  # the page names the target and shows its evidence
+        page = web.get(url, timeout=10).text  # the page names the target and shows its evidence
         assert "Approve scoring/ticket_labels?" in page and "<td>cost_usd</td><td>12.5</td>" in page
-        return httpx.post(url, data={"action": "approve"}, timeout=10)
+        return web.post(url, data={"action": "approve"}, timeout=10)
 
     def api_approve(self, request_id: str, user: str) -> httpx.Response:
         key = self.store.api_keys.create(f"operator {user}", ["decide"], approver=user).key
-        return httpx.post(f"{self.api.url}/api/approvals/{request_id}/approve", json={},
+        return web.post(f"{self.api.url}/api/approvals/{request_id}/approve", json={},
                           headers={"Authorization": f"Bearer {key}"}, timeout=10)  # fmt: skip
 
     def published_runs(self) -> list[str]:
@@ -245,7 +246,7 @@ def test_a_gate_declared_in_yaml_waits_decides_by_every_channel_and_fails_closed
     assert gated.tick() == []  # announced, nothing approved yet
     [message] = [m for m in gated.slack.messages.values() if first["id"] in str(m)]
     assert "Approve scoring/ticket_labels?" in str(message) and "cost_usd: 12.5" in str(message)
-    listed = httpx.get(f"{gated.api.url}/api/approvals", headers=gated.api.key_headers(), timeout=10).json()
+    listed = web.get(f"{gated.api.url}/api/approvals", headers=gated.api.key_headers(), timeout=10).json()
     assert [(r["target"], r["candidate_version"]) for r in listed] == [("scoring/ticket_labels", None)]
     # Downstream refuses an undecided materialization, even run on its own (the check skipped).
     refused = gated.flow.materialize([PUBLISHED])

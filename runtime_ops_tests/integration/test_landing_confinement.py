@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from runtime_ops.landing import ObjectGone, UnsafePath, open_landing
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import Flow
 
@@ -75,7 +76,7 @@ def test_a_webhook_key_through_a_folder_link_is_a_400_naming_it_and_nothing_is_m
         ([{"key": "doc.txt", "content": "through the link"}], [], "doc.txt", "doc.txt"),
         ([], ["outdir/secret.txt"], "outdir/secret.txt", "outdir"),
     ]:
-        reply = httpx.post(
+        reply = web.post(
             f"{api.url}/webhooks/landing", json={"objects": objects, "deleted": deleted}, headers=HOOK, timeout=30
         )
         assert reply.status_code == 400, reply.text
@@ -91,15 +92,15 @@ def test_the_landing_webhook_takes_json_only(api: ApiServer, tmp_path: Path) -> 
     url = f"{api.url}/webhooks/landing"
     for content_type in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
         headers = {**HOOK, **({"Content-Type": content_type} if content_type else {})}
-        reply = httpx.post(url, content=body, headers=headers, timeout=30)
+        reply = web.post(url, content=body, headers=headers, timeout=30)
         assert reply.status_code == 415, (content_type, reply.text)
         assert "Content-Type: application/json" in reply.json()["error"]
     assert not (tmp_path / "landing" / "a.txt").exists()
     for content_type in ("application/json", "application/json; charset=utf-8", "application/vnd.example+json"):
-        reply = httpx.post(url, content=body, headers={**HOOK, "Content-Type": content_type}, timeout=30)
+        reply = web.post(url, content=body, headers={**HOOK, "Content-Type": content_type}, timeout=30)
         assert reply.status_code == 202, (content_type, reply.text)
     # The token is still checked first: a wrong one is a 401 whatever the body.
-    reply = httpx.post(url, content=body, headers={"X-Runtime-Ops-Token": "wrong", "Content-Type": "text/plain"})
+    reply = web.post(url, content=body, headers={"X-Runtime-Ops-Token": "wrong", "Content-Type": "text/plain"})
     assert reply.status_code == 401
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import httpx
 
 from runtime_ops.approvals import links
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.models.history import DEFAULT_METRICS
 from runtime_ops.settings import get_settings
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, serving_v1
 
@@ -92,7 +92,7 @@ def test_after_the_set_grows_history_check_and_page_agree(env, postgres_url: str
         expires_at=datetime.now(UTC) + timedelta(hours=1),
     )
     with ApiServer(get_settings()) as api:
-        page = httpx.get(f"{api.url}/approvals/{token}", timeout=10)
+        page = web.get(f"{api.url}/approvals/{token}", timeout=10)
     assert page.status_code == 200, page.text
     assert qset[:12] in page.text and f"{n} questions" in page.text, page.text
     for metric in DEFAULT_METRICS:

@@ -12,13 +12,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.observability import logs, tracing
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import Flow, land_files
 from runtime_ops_tests.support.servers import free_port
@@ -122,8 +122,8 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
                 links = {e["user"]: e["text"] for e in slack.ephemerals}
                 link = re.search(r"https?://\S+/approvals/[A-Za-z0-9_.\-]+", links["U2"]).group(0)
                 token = link.rsplit("/", 1)[1]
-                assert httpx.get(link, timeout=10).status_code == 200
-                assert httpx.post(link, data={"action": "approve"}, timeout=10).status_code == 200
+                assert web.get(link, timeout=10).status_code == 200
+                assert web.post(link, data={"action": "approve"}, timeout=10).status_code == 200
                 [post] = slack.calls_to("chat.postMessage")
                 body = interaction_body(
                     pending["id"],
@@ -138,7 +138,7 @@ def test_lifecycle_logs_are_json_without_secrets_and_traces_link_the_approval(
                     "content-type": "application/x-www-form-urlencoded",
                     **sign(PLANTED["SLACK_SIGNING_SECRET"], body, int(time.time())),
                 }
-                assert httpx.post(f"{api.url}/slack/interactions", content=body, headers=headers).status_code == 200
+                assert web.post(f"{api.url}/slack/interactions", content=body, headers=headers).status_code == 200
                 assert store.requests.get_request(pending["id"])["status"] == "approved"
                 slack.wait_for_calls("chat.update", 1)
             [promotion_request] = flow.tick("approvals_sensor")

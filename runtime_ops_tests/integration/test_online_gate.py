@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-import httpx
 import numpy as np
 import pytest
 from sqlalchemy import delete
@@ -49,6 +48,7 @@ from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import NewObject, StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.vectors.factory import pipeline_vector_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.own_corpus import declare_pipeline
 from runtime_ops_tests.support.servers import free_port
@@ -192,7 +192,7 @@ def _ask(world: World, pipeline: str, rng: random.Random) -> list[tuple[str, int
     clicks = []
     for _ in range(QUERIES):
         question = rng.choice(sorted(GOLDEN))
-        reply = httpx.post(f"{world.api.url}/api/search", json={"query": question, "k": K, "pipeline": pipeline},
+        reply = web.post(f"{world.api.url}/api/search", json={"query": question, "k": K, "pipeline": pipeline},
                            headers=world.headers, timeout=30)  # fmt: skip
         assert reply.status_code == 200, reply.text
         body = reply.json()
@@ -208,7 +208,7 @@ def _feedback(world: World, clicks: list[tuple[str, int]]) -> None:
     for request_id, chunk_id in clicks:
         body = {"request_id": request_id, "chunk_id": chunk_id, "signal": "click"}
         while (
-            reply := httpx.post(f"{world.api.url}/api/feedback", json=body, headers=world.headers, timeout=30)
+            reply := web.post(f"{world.api.url}/api/feedback", json=body, headers=world.headers, timeout=30)
         ).status_code == 409:  # not flushed yet
             assert time.monotonic() < deadline, "the query log never wrote the request"
             time.sleep(0.1)
@@ -233,7 +233,7 @@ def test_live_traffic_rejects_a_worse_candidate_and_approves_a_better_one(world:
                               CHANNEL)  # fmt: skip
     for pipeline, expected in (("loses", "worse"), ("wins", "better")):
         request = world.requests[pipeline]
-        page = httpx.get(announcer.link(request, APPROVER, datetime.now(UTC)), timeout=30)
+        page = web.get(announcer.link(request, APPROVER, datetime.now(UTC)), timeout=30)
         assert page.status_code == 200, page.text
         assert "id=verdict" in page.text and "ndcg@5" in page.text
         assert "Online evidence (live traffic)" in page.text and "queries with a click" in page.text
@@ -249,7 +249,7 @@ def test_live_traffic_rejects_a_worse_candidate_and_approves_a_better_one(world:
     wins.query_log.record([broken])
     world.tick("wins", dagster_instance)
     assert world.store.requests.get_request(world.requests["wins"]["id"])["status"] == "pending"
-    page = httpx.get(announcer.link(world.requests["wins"], APPROVER, now), timeout=30).text
+    page = web.get(announcer.link(world.requests["wins"], APPROVER, now), timeout=30).text
     assert "online evidence unavailable (ValueError: teams must be" in page
     with wins.tx() as conn:
         conn.execute(delete(t.query_records).where(t.query_records.c.request_id == broken.request_id))

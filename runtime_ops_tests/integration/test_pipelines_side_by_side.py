@@ -11,14 +11,13 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
-
 from runtime_ops.approvals import links
 from runtime_ops.definitions import build_definitions
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.locks.factory import locker_for
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.flow import Flow
 
@@ -112,7 +111,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
         expires_at=datetime.now(UTC) + timedelta(hours=1),
     )
     with ApiServer(get_settings()) as api:
-        page = httpx.post(f"{api.url}/approvals/{forged}", data={"action": "approve"}, timeout=10)
+        page = web.post(f"{api.url}/approvals/{forged}", data={"action": "approve"}, timeout=10)
         assert page.status_code == 403, page.text
         # A genuine link's page names the pipeline the candidate belongs to.
         genuine = links.issue(
@@ -122,14 +121,14 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
             digest=alpha_req["candidate_digest"],
             expires_at=datetime.now(UTC) + timedelta(hours=1),
         )
-        evidence = httpx.get(f"{api.url}/approvals/{genuine}", timeout=10)
+        evidence = web.get(f"{api.url}/approvals/{genuine}", timeout=10)
         assert evidence.status_code == 200 and "<b id=pipeline>alpha</b>" in evidence.text
         read = api.key_headers("read")
-        listed = httpx.get(f"{api.url}/api/approvals", params={"status": "pending"}, headers=read, timeout=10).json()
+        listed = web.get(f"{api.url}/api/approvals", params={"status": "pending"}, headers=read, timeout=10).json()
         assert {(r["id"], r["pipeline"]) for r in listed} == {(alpha_req["id"], "alpha"), (beta_req["id"], "beta")}
-        only_beta = httpx.get(f"{api.url}/api/approvals", params={"pipeline": "beta"}, headers=read, timeout=10).json()
+        only_beta = web.get(f"{api.url}/api/approvals", params={"pipeline": "beta"}, headers=read, timeout=10).json()
         assert {r["pipeline"] for r in only_beta} == {"beta"}
-        metrics = httpx.get(f"{api.url}/metrics", headers=read, timeout=10).text
+        metrics = web.get(f"{api.url}/metrics", headers=read, timeout=10).text
     assert 'pipeline="alpha"' in metrics and 'pipeline="beta"' in metrics
     assert stores["alpha"].requests.get_request(alpha_req["id"])["status"] == "pending"
 
@@ -175,7 +174,7 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
     with ApiServer(get_settings()) as api:
         search = api.key_headers("search")
         for name, folders in CORPORA.items():
-            reply = httpx.post(
+            reply = web.post(
                 f"{api.url}/api/search", json={"query": "read a file", "k": 5, "pipeline": name}, headers=search
             )
             assert reply.status_code == 200, reply.text

@@ -33,6 +33,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
 from runtime_ops.vectors.factory import pipeline_vector_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import FakeClock, ready
 from runtime_ops_tests.support.own_corpus import declare_pipeline
 from runtime_ops_tests.support.servers import free_port
@@ -328,7 +329,7 @@ def test_a_killed_api_leaves_every_record_whole_or_absent(
         while not _answers(url):
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
             time.sleep(0.1)
-        ready(lambda: httpx.get(f"{url}/readyz", timeout=5))
+        ready(lambda: web.get(f"{url}/readyz", timeout=5))
         for thread in threads:
             thread.start()
         while traffic.store.query_log.counts()["records"] < 30:  # several flushes in, requests still coming
@@ -354,7 +355,7 @@ def test_a_killed_api_leaves_every_record_whole_or_absent(
 
 def _answers(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        return web.get(f"{url}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 

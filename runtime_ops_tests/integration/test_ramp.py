@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import httpx
 import pytest
 
 from runtime_ops.approvals import links
@@ -29,6 +28,7 @@ from runtime_ops.online.click_models import PositionBased, grades
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops.tags import APPROVAL_TAG
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.support.own_corpus import declare_pipeline
@@ -85,7 +85,7 @@ def _users(api: ApiServer, store: StateStore, headers: dict[str, str], n: int, s
     for i in range(n):
         q = questions[i % len(questions)]
         body = {"query": q.question, "k": K, "session": f"user-{seed}-{i}"}
-        resp = httpx.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30)
+        resp = web.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30)
         assert resp.status_code == 200, resp.text
         served = resp.json()
         arms[served["arm"]] = arms.get(served["arm"], 0) + 1
@@ -97,7 +97,7 @@ def _users(api: ApiServer, store: StateStore, headers: dict[str, str], n: int, s
         assert time.monotonic() < deadline, "the query log did not write every request"
         time.sleep(0.2)
     for click in clicks:
-        sent = httpx.post(f"{api.url}/api/feedback", json={**click, "signal": "click"}, headers=headers, timeout=30)
+        sent = web.post(f"{api.url}/api/feedback", json={**click, "signal": "click"}, headers=headers, timeout=30)
         assert sent.status_code in (200, 201), sent.text
     return arms
 
@@ -114,7 +114,7 @@ def _page(request: dict[str, Any], api: ApiServer) -> str:
         digest=request["candidate_digest"],
         expires_at=datetime.now(UTC) + timedelta(hours=1),
     )
-    page = httpx.get(f"{api.url}/approvals/{token}", timeout=10)
+    page = web.get(f"{api.url}/approvals/{token}", timeout=10)
     assert page.status_code == 409 and "Already decided" in page.text, page.text  # approved: the link shows the state
     return page.text
 
@@ -180,7 +180,7 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
         time.sleep(1.2)
         for i in range(10):
             body = {"query": "json dumps indent", "k": K, "session": f"user-1-{i}"}
-            served = httpx.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30).json()
+            served = web.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30).json()
             assert (served["arm"], served["model_version"], served["index_id"]) == ("production", 1, serving["id"])
 
         # Slack: the request's message says it, and one thread reply does (a tick run again says nothing twice).

@@ -15,7 +15,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from runtime_ops.components.loading import get_spec
@@ -26,6 +25,7 @@ from runtime_ops.serving.search import Searcher
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops.vectors.factory import pipeline_vector_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.fencing import promotion_lock
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
@@ -37,7 +37,7 @@ SESSIONS = 200
 
 
 def _search(api: ApiServer, headers: dict[str, str], query: str, **body: Any) -> dict[str, Any]:
-    resp = httpx.post(f"{api.url}/api/search", json={"query": query, "k": K, **body}, headers=headers, timeout=30)
+    resp = web.post(f"{api.url}/api/search", json={"query": query, "k": K, **body}, headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -121,7 +121,7 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
         feedback = {"request_id": body["request_id"], "chunk_id": clicked["chunk_id"], "signal": "click"}
         deadline = time.monotonic() + 30
         while (
-            resp := httpx.post(f"{api.url}/api/feedback", json=feedback, headers=headers, timeout=30)
+            resp := web.post(f"{api.url}/api/feedback", json=feedback, headers=headers, timeout=30)
         ).status_code == 409:
             assert time.monotonic() < deadline, "the query log never wrote the request"
             time.sleep(0.2)
@@ -142,10 +142,10 @@ def test_rollout_modes_through_the_api(env: Any, dagster_instance: Any, tmp_path
             (r["chunk_id"], r["team"]) for r in body["results"]
         ]
         reader = {"Authorization": f"Bearer {store.api_keys.create('rollout-read', ['read']).key}"}
-        metrics = httpx.get(f"{api.url}/metrics", headers=reader, timeout=30).text
+        metrics = web.get(f"{api.url}/metrics", headers=reader, timeout=30).text
         credited = 'runtime_ops_feedback_total{arm="interleaved",model_version="2",pipeline="demo",signal="click"} 1.0'
         assert credited in metrics, [line for line in metrics.splitlines() if "feedback_total" in line]
-        resp = httpx.post(f"{api.url}/api/answer", json={"question": QUERIES[0]}, headers=headers, timeout=30)
+        resp = web.post(f"{api.url}/api/answer", json={"question": QUERIES[0]}, headers=headers, timeout=30)
         assert resp.status_code == 200, resp.text
         answer = resp.json()
         assert answer["arm"] == "interleaved" and len(answer["served_by"]) == 2

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from runtime_ops.settings import get_settings
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import Flow, serving_v1
 
@@ -51,7 +51,7 @@ def search_headers(store: Any) -> dict[str, str]:
 
 
 def _search(api: ApiServer, headers: dict[str, str], query: str, k: int = 5) -> dict[str, Any]:
-    resp = httpx.post(f"{api.url}/api/search", json={"query": query, "k": k}, headers=headers, timeout=30)
+    resp = web.post(f"{api.url}/api/search", json={"query": query, "k": k}, headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -76,10 +76,10 @@ def test_new_overwritten_and_deleted_documents_reach_search(
     with ApiServer(get_settings()) as api:
         api_headers = search_headers(store)
         # No key, no answer; a key without the search scope is refused.
-        anonymous = httpx.post(f"{api.url}/api/search", json={"query": "dataclass"}, timeout=30)
+        anonymous = web.post(f"{api.url}/api/search", json={"query": "dataclass"}, timeout=30)
         assert anonymous.status_code == 401
         reader = {"Authorization": f"Bearer {store.api_keys.create('reader', ['read']).key}"}
-        assert httpx.post(f"{api.url}/api/search", json={"query": "x"}, headers=reader, timeout=30).status_code == 403
+        assert web.post(f"{api.url}/api/search", json={"query": "x"}, headers=reader, timeout=30).status_code == 403
         before = _search(api, api_headers, "dataclass fields default factory")
         assert before["model_version"] == 1 and before["index_id"] == index["id"] and before["results"]
 
@@ -103,7 +103,7 @@ def test_new_overwritten_and_deleted_documents_reach_search(
         )
 
         # 3. Deleted through the landing webhook: the document leaves the corpus and the index.
-        resp = httpx.post(
+        resp = web.post(
             f"{api.url}/webhooks/landing", json={"deleted": [KEY]}, headers={"X-Runtime-Ops-Token": HOOK}, timeout=30
         )
         assert resp.status_code == 202, resp.text

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from runtime_ops.settings import get_settings
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, pending_candidate
 
@@ -59,7 +60,7 @@ def _answer(body: dict[str, Any]) -> tuple[int, int, tuple[int, ...]]:
 
 
 def _one(api: ApiServer, headers: dict[str, str]) -> tuple[int, int, tuple[int, ...]]:
-    resp = httpx.post(f"{api.url}/api/search", json={"query": QUERY, "k": 5}, headers=headers, timeout=30)
+    resp = web.post(f"{api.url}/api/search", json={"query": QUERY, "k": 5}, headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
     return _answer(resp.json())
 

@@ -21,6 +21,7 @@ from runtime_ops.policies.approvals import Tier
 from runtime_ops.resources.approvals import ApprovalsResource
 from runtime_ops.settings import Settings, get_settings, load_settings
 from runtime_ops.store import StateStore, open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import QUESTION_SET, QUESTIONS, ApiServer, FakeClock, open_pending
 from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.slack_server import SlackServer
@@ -67,7 +68,7 @@ class World:
         if headers is None:
             headers = sign(SECRET, body, int(self.clock.now().timestamp()))
         headers = {"content-type": "application/x-www-form-urlencoded", **headers}
-        return httpx.post(f"{self.api.url}/slack/interactions", content=body, headers=headers, timeout=10)
+        return web.post(f"{self.api.url}/slack/interactions", content=body, headers=headers, timeout=10)
 
     def click(self, user: str, action: str = "approve", **kw: Any) -> httpx.Response:
         return self.post(self.body(user, action, **kw))
@@ -276,10 +277,10 @@ def test_forged_missing_stale_and_garbled_requests_are_refused(world: World) -> 
 def test_json_api_lists_requests(world: World) -> None:
     world.click("U2")
     read = world.api.key_headers("read")
-    assert httpx.get(f"{world.api.url}/api/approvals").status_code == 401  # no key, no list
-    rows = httpx.get(f"{world.api.url}/api/approvals", params={"status": "approved"}, headers=read).json()
+    assert web.get(f"{world.api.url}/api/approvals").status_code == 401  # no key, no list
+    rows = web.get(f"{world.api.url}/api/approvals", params={"status": "approved"}, headers=read).json()
     assert [r["id"] for r in rows] == [world.request["id"]]
     assert rows[0]["decided_by"] == "U2" and rows[0]["approvers"] == ["U2", "U3", "U4"]
-    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "pending"}, headers=read).json() == []
-    assert httpx.get(f"{world.api.url}/api/approvals", params={"status": "bogus"}, headers=read).status_code == 400
-    assert httpx.get(f"{world.api.url}/readyz").json()["status"] == "ready"
+    assert web.get(f"{world.api.url}/api/approvals", params={"status": "pending"}, headers=read).json() == []
+    assert web.get(f"{world.api.url}/api/approvals", params={"status": "bogus"}, headers=read).status_code == 400
+    assert web.get(f"{world.api.url}/readyz").json()["status"] == "ready"

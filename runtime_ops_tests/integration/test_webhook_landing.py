@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import base64
 
-import httpx
-
 from runtime_ops.settings import get_settings, load_settings
 from runtime_ops.store import open_store
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import Flow
 
@@ -29,15 +28,15 @@ def test_webhook_lands_objects_once(env, postgres_url, dagster_instance, tmp_pat
                 },
             ]
         }
-        assert httpx.post(url, json=body).status_code == 401
-        assert httpx.post(url, json=body, headers={"X-Runtime-Ops-Token": "wrong"}).status_code == 401
+        assert web.post(url, json=body).status_code == 401
+        assert web.post(url, json=body, headers={"X-Runtime-Ops-Token": "wrong"}).status_code == 401
         bad = {"objects": [{"key": "ok.txt", "content": "fine"}, {"key": "../escape.txt", "content": "no"}]}
-        reply = httpx.post(url, json=bad, headers={"X-Runtime-Ops-Token": SECRET})
+        reply = web.post(url, json=bad, headers={"X-Runtime-Ops-Token": SECRET})
         assert reply.status_code == 400 and "escape" in reply.text
         assert not (tmp_path / "landing" / "ok.txt").exists()  # nothing half-landed
         both = {"objects": [{"key": "x.txt", "content": "a", "content_base64": "YQ=="}]}
-        assert httpx.post(url, json=both, headers={"X-Runtime-Ops-Token": SECRET}).status_code == 400
-        reply = httpx.post(url, json=body, headers={"X-Runtime-Ops-Token": SECRET})
+        assert web.post(url, json=both, headers={"X-Runtime-Ops-Token": SECRET}).status_code == 400
+        reply = web.post(url, json=body, headers={"X-Runtime-Ops-Token": SECRET})
         assert reply.status_code == 202, reply.text
         assert [o["key"] for o in reply.json()["landed"]] == ["crm/notes.md", "crm/contract.pdf"]
 

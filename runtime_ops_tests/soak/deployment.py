@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import (
     AWS_TEST_ENV,
     HOST,
@@ -202,8 +203,25 @@ class Deployment:
             wait_for(self.healthy, timeout, "the deployment healthy", interval=0.5)
             return time.monotonic() - t0
         failing = sorted(name for name, ok in self.probes().items() if not ok)
-        self.log(f"not healthy after {timeout:.0f}s: {', '.join(failing) or 'every probe passes now'}")
+        detail = f" ({self._daemon_detail()})" if "daemon" in failing else ""
+        self.log(f"not healthy after {timeout:.0f}s: {', '.join(failing) or 'every probe passes now'}{detail}")
         return None
+
+    def _daemon_detail(self) -> str:
+        """Which of Dagster's daemons stopped beating, and for how long (a thread stuck on a connection that never
+        answers), with the PostgreSQL proxy's open connections: what a replay needs to find the stuck call."""
+        try:
+            beats = self.topo.instance.get_daemon_heartbeats()
+            required = self.topo.instance.get_required_daemon_types()
+        except Exception as exc:
+            return f"heartbeats unreadable: {type(exc).__name__}"
+        now = time.time()
+        stale = [
+            f"{t} {'never' if t not in beats else f'{now - beats[t].timestamp:.0f}s ago'}"
+            for t in required
+            if t not in beats or now - beats[t].timestamp >= 90 or beats[t].timestamp < self._daemon_started - 1
+        ]
+        return f"stale: {', '.join(stale) or 'none'}; postgres proxy: {self.pg_proxy.open_connections} open"
 
     def _code_server_ok(self) -> bool:
         from dagster._grpc.client import DagsterGrpcClient
@@ -245,6 +263,6 @@ class Deployment:
 
 def _ok(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=3).status_code == 200
+        return web.get(url, timeout=3).status_code == 200
     except httpx.HTTPError:
         return False

@@ -45,6 +45,10 @@ class SoakConfig:
     quiet_tail: float = 20.0  # seconds of workload after the last fault begins
     expire_after: str = "75s"
     drain_timeout: float = 420.0
+    # An operator asks for a retrain at the end of the warm-up, so that a candidate waits for the approvers early
+    # even in a short soak (the retrain policy's growth and drift triggers take minutes of landing to fire).
+    retrain_at_start: bool = True
+    landing_gap: tuple[float, float] = (1.5, 4.0)  # seconds between landing operations
 
 
 def run_soak(
@@ -74,7 +78,8 @@ def run_soak(
         recorder = Recorder()
         say("processes up; landing the first corpus and waiting for production v1")
         _serve_v1(deployment, recorder)
-        say(f"production v1 serving at t={recorder.now():.0f}s; workload and faults for {cfg.minutes:g} min")
+        setup = recorder.now()
+        say(f"production v1 serving at t={setup:.0f}s; workload and faults for {cfg.minutes:g} min")
 
         duration = cfg.minutes * 60
         faults = plan(
@@ -85,9 +90,13 @@ def run_soak(
             warmup=recorder.now() + cfg.warmup,
             quiet_tail=cfg.quiet_tail,
         )
-        workload = Workload(deployment, keys, recorder, cfg.seed)
+        workload = Workload(deployment, keys, recorder, cfg.seed, landing_gap=cfg.landing_gap)
         injector = Injector(deployment, recorder, cfg.seed, say)
         workload.start()
+        if cfg.retrain_at_start:  # once the warm-up has landed new documents: the same corpus trains the same model
+            retrain = threading.Timer(cfg.warmup, _ask_for_a_retrain, args=(deployment, say))
+            retrain.daemon = True
+            retrain.start()
         injecting = threading.Thread(target=injector.run, args=(faults,), name="soak-injector", daemon=True)
         injecting.start()
         end = time.monotonic() + duration
@@ -103,6 +112,12 @@ def run_soak(
         workload.stop_traffic()
         say(f"traffic stopped at t={recorder.now():.0f}s; draining (approvers still deciding)")
         drained = _drain(deployment, cfg.drain_timeout, say)
+        # Quiescence for the final read: the sensors that start new work on their own (landing, retrain policy,
+        # automation) stop; the approvals and run recovery sensors go on. What a last tick launched meanwhile
+        # finishes before the state is read (a run caught STARTING would look stuck).
+        deployment.topo.set_sensors(running={"demo__approvals_sensor", "run_recovery_sensor"})
+        settled = _drain(deployment, cfg.drain_timeout, say, settle=5.0)
+        drained = None if drained is None or settled is None else drained + settled
         workload.stop()
         say(f"drained in {drained:.0f}s" if drained is not None else "the work did not drain in time; checking anyway")
 
@@ -116,7 +131,10 @@ def run_soak(
             calls=recorder.calls,
             final=final,
             skipped=[{"t": t, "kind": k, "why": why} for t, k, why in injector.skipped],
-            diagnostics=diagnostics(deployment),
+            diagnostics={
+                **diagnostics(deployment),
+                "phases": {"setup_s": round(setup), "soak_s": round(duration), "drain_s": drained and round(drained)},
+            },
         )
         history.save(cfg.out / "history.json")
         verdict = check(history)
@@ -159,6 +177,18 @@ def _serve_v1(deployment: Deployment, recorder: Recorder, timeout: float = 420) 
     )
 
 
+def _ask_for_a_retrain(deployment: Deployment, say: Callable[[str], None]) -> None:
+    """What `runtime-ops retrain` does, as the soak's operator: the corpus sensor launches one train run."""
+    from runtime_ops.models.sensors import request_retrain
+
+    try:
+        store = _store(deployment)
+        reason = "soak: a candidate for the approvers"
+        say(f"retrain request #{request_retrain(store.retraining, store.ledger, reason=reason, requested_by='soak')}")
+    except Exception as exc:  # the soak goes on; the retrain policy's own triggers still train candidates
+        say(f"the retrain request failed: {type(exc).__name__}: {exc}")
+
+
 def _store(deployment: Deployment) -> Any:
     from runtime_ops.settings import get_settings
     from runtime_ops.store import open_store
@@ -185,10 +215,17 @@ def _busy(deployment: Deployment, store: Any) -> str:
             text(
                 "select (select count(*) from landing_batches where status in ('pending', 'launched')), "
                 "(select count(*) from documents where status in ('pending', 'parsed')), "
-                "(select count(*) from approval_requests where status = 'pending')"
+                "(select count(*) from approval_requests where status = 'pending'), "
+                "(select count(*) from approval_requests where status = 'approved' and kind = 'human' "
+                "and promotion_run_id is null)"
             )
         ).one()
-    what = ("batches not ingested", "documents not processed", "requests pending (decided or expiring)")
+    what = (
+        "batches not ingested",
+        "documents not processed",
+        "requests pending (decided or expiring)",
+        "approvals whose promotion run is not launched yet",
+    )
     busy += [f"{n} {label}" for n, label in zip(counts, what, strict=True) if n]
     statuses = [
         DagsterRunStatus.QUEUED,
@@ -202,19 +239,25 @@ def _busy(deployment: Deployment, store: Any) -> str:
     return "; ".join(busy)
 
 
-def _drain(deployment: Deployment, timeout: float, say: Callable[[str], None]) -> float | None:
-    """Seconds until the deployment is idle (`_busy`), saying every 30 s what it still waits for."""
+def _drain(deployment: Deployment, timeout: float, say: Callable[[str], None], settle: float = 0.0) -> float | None:
+    """Seconds until the deployment is idle (`_busy`), and has stayed idle for `settle` seconds, saying every 30 s
+    what it still waits for."""
     store = _store(deployment)
     t0 = time.monotonic()
     last_said = t0
+    idle_since: float | None = None
     busy = "not checked yet"
     while time.monotonic() - t0 < timeout:
         try:
             busy = _busy(deployment, store)
         except Exception as exc:  # a server still coming back
             busy = f"unreadable ({type(exc).__name__})"
-        if not busy:
-            return time.monotonic() - t0
+        if busy:
+            idle_since = None
+        else:
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= settle:
+                return time.monotonic() - t0
         if time.monotonic() - last_said > 30:
             say(f"draining for {time.monotonic() - t0:.0f}s: {busy}")
             last_said = time.monotonic()

@@ -35,6 +35,16 @@ def _search_line(label: str, calls: list[Call]) -> str:
     )
 
 
+def _phases(phases: dict[str, int | None] | None) -> str:
+    if not phases:
+        return "- phases: not recorded"
+    drain = phases.get("drain_s")
+    return (
+        f"- phases: setup (production v1 serving) {phases.get('setup_s')} s, workload and faults "
+        f"{phases.get('soak_s')} s, drain " + (f"{drain} s" if drain is not None else "did not finish")
+    )
+
+
 def render(history: History, verdict: Verdict) -> str:
     lines = [f"### Soak: seed {history.seed}, {history.minutes:g} min", ""]
     lines += ["| fault kind | injected | recovery median | recovery max |", "|---|---:|---:|---:|"]
@@ -85,6 +95,7 @@ def render(history: History, verdict: Verdict) -> str:
         + f"; production moved {promotions} times, now v{final.production}",
         f"- errors (5xx or no answer): {len(errors)}, each inside a fault window: "
         + (", ".join(f"{n} in {k}" for k, n in sorted(blamed.items())) or "none"),
+        _phases(history.diagnostics.get("phases")),
         "- Dagster runs: " + (", ".join(f"{n} {k}" for k, n in history.diagnostics.get("runs", {}).items()) or "-"),
         f"- **invariant violations: {len(verdict.violations)}**",
     ]

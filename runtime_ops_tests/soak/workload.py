@@ -121,8 +121,16 @@ class Keys:
 
 
 class Workload:
-    def __init__(self, deployment: Deployment, keys: Keys, recorder: Recorder, seed: int) -> None:
+    def __init__(
+        self,
+        deployment: Deployment,
+        keys: Keys,
+        recorder: Recorder,
+        seed: int,
+        landing_gap: tuple[float, float] = (1.5, 4.0),
+    ) -> None:
         self.d = deployment
+        self.landing_gap = landing_gap  # seconds between landing operations (each batch is an ingest run)
         self.keys = keys
         self.rec = recorder
         self.seed = seed
@@ -230,7 +238,7 @@ class Workload:
     def _landing(self, rng: random.Random) -> None:
         s3, sqs = self.d.moto.client("s3"), self.d.moto.client("sqs")
         history: list[tuple[str, str, int]] = []  # (key, etag, size) of every put, for stale events
-        while self._traffic_sleep(rng.uniform(1.5, 4.0)):
+        while self._traffic_sleep(rng.uniform(*self.landing_gap)):
             op = rng.choices(
                 ["new", "change", "delete", "same", "duplicate_event", "stale_event", "corrupt"],
                 weights=[35, 20, 8, 8, 10, 7, 8],

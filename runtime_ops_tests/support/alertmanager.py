@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import MissingServerBinary, ServerStartError, free_port, wait_until
 
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
@@ -78,7 +77,7 @@ class Alertmanager:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise ServerStartError(f"alertmanager exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
-            return httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200
+            return web.get(f"{self.url}/-/ready", timeout=1).status_code == 200
 
         wait_until(ready, 30, "alertmanager", self.log)
         return self
@@ -91,7 +90,7 @@ class Alertmanager:
         return proc.stdout
 
     def alerts(self) -> list[dict[str, Any]]:
-        return httpx.get(f"{self.url}/api/v2/alerts", timeout=5).json()
+        return web.get(f"{self.url}/api/v2/alerts", timeout=5).json()
 
     def resolve(self, labels: dict[str, str], starts_at: str) -> None:
         """POST the alert again with an endsAt in the past: Alertmanager resolves it and notifies.
@@ -101,7 +100,7 @@ class Alertmanager:
         """
         ended = (datetime.now(UTC) - timedelta(milliseconds=500)).isoformat().replace("+00:00", "Z")
         body = [{"labels": labels, "startsAt": starts_at, "endsAt": ended}]
-        assert httpx.post(f"{self.url}/api/v2/alerts", json=body, timeout=5).status_code == 200
+        assert web.post(f"{self.url}/api/v2/alerts", json=body, timeout=5).status_code == 200
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -20,6 +20,7 @@ from runtime_ops.policies.gate_policy import GatePolicy
 from runtime_ops.policies.gate_rule import judge_interval
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import free_port
 
 
@@ -71,9 +72,9 @@ class ApiServer:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if web.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     # As a deployment does, send traffic once the serving indexes are loaded (/readyz).
-                    ready(lambda: httpx.get(f"{self.url}/readyz", timeout=5))
+                    ready(lambda: web.get(f"{self.url}/readyz", timeout=5))
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)

@@ -20,6 +20,7 @@ import dagster as dg
 import httpx
 import psutil
 
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import free_port
 from runtime_ops_tests.support.topology import wait_for
 
@@ -72,7 +73,7 @@ class Dev:
 
     def ui_answers(self) -> bool:
         try:
-            return httpx.get(f"{self.ui}/server_info", timeout=5).status_code == 200
+            return web.get(f"{self.ui}/server_info", timeout=5).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import MissingServerBinary, ServerStartError, free_port, wait_until
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -116,13 +116,13 @@ class PrometheusServer:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise ServerStartError(f"prometheus exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
-            return httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200
+            return web.get(f"{self.url}/-/ready", timeout=1).status_code == 200
 
         wait_until(ready, 30, "prometheus", self.log)
         return self
 
     def _api(self, path: str, **params: str) -> Any:
-        reply = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=5)
+        reply = web.get(f"{self.url}/api/v1/{path}", params=params, timeout=5)
         reply.raise_for_status()
         body = reply.json()
         assert body["status"] == "success", body

@@ -43,6 +43,13 @@ class _Connection:
         self.closed = threading.Event()
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # a pump that cannot start (threads exhausted): the client sees a reset, not a hang
+            self.proxy.accept_errors.append(f"connection: {type(exc).__name__}: {exc}")
+            self.close(hard=True)
+
+    def _run(self) -> None:
         proxy = self.proxy
         if not proxy._wait_flowing(self):  # a black hole: the connection hangs until healed or reset
             return

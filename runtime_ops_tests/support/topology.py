@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime_ops_tests.support import web
 from runtime_ops_tests.support.servers import HOST, PostgresServer, free_port, unique_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,9 @@ LOCATION = "runtime_ops"
 DAEMON_ENV = {
     "DAGSTER_EVENT_LOG_CONSUMER_DAEMON_INTERVAL_SECONDS": "1",  # run retries
 }
+
+# As docker/dagster.yaml's `params`: a connection that gets no answer fails in 10 s and Dagster retries it.
+DAGSTER_PG_PARAMS = "?connect_timeout=10&keepalives_idle=30&keepalives_interval=10&keepalives_count=3"
 
 DAGSTER_YAML = """\
 telemetry:
@@ -147,7 +151,7 @@ def _http_ok(url: str) -> bool:
     import httpx
 
     try:
-        return httpx.get(url, timeout=2).status_code == 200
+        return web.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -206,6 +210,7 @@ class Topology:
         url = postgres.url_for(database)
         if via_port is not None:
             url = url.replace(f":{postgres.port}/", f":{via_port}/")
+        url += DAGSTER_PG_PARAMS
         (topo.home / "dagster.yaml").write_text(DAGSTER_YAML.format(url=url))
         topo.workspace_yaml = root / "workspace.yaml"
         topo.environ["DAGSTER_HOME"] = str(topo.home)
@@ -327,9 +332,8 @@ class Topology:
 
     def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """POST a query to the webserver's GraphQL endpoint; its `data` (errors raise)."""
-        import httpx
 
-        resp = httpx.post(f"{self.webserver_url}/graphql", json={"query": query, "variables": dict(variables or {})},
+        resp = web.post(f"{self.webserver_url}/graphql", json={"query": query, "variables": dict(variables or {})},
                           timeout=30)  # fmt: skip
         resp.raise_for_status()
         body = resp.json()
