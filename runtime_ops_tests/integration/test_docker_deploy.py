@@ -465,6 +465,17 @@ def test_dockerignore_keeps_local_state_out_of_the_image() -> None:
 # --- dagster.yaml --------------------------------------------------------------------------------------------
 
 
+def test_dagsters_postgres_connections_give_up_on_a_server_that_never_answers(instance_yaml: dict[str, Any]) -> None:
+    """A connection that gets no answer must fail (Dagster retries it) rather than hold a daemon thread until TCP
+    gives up: the soak saw the event log consumer wait > 10 min behind a proxy that accepted and never forwarded.
+    integration/test_tcp_proxy.py shows connect_timeout ending exactly that wait."""
+    helm = yaml.safe_load((ROOT / "deploy" / "k8s" / "values.yaml").read_text())["postgresql"]["postgresqlParams"]
+    for where, params in (("docker/dagster.yaml", instance_yaml["storage"]["postgres"]["postgres_db"]["params"]),
+                          ("deploy/k8s/values.yaml", helm)):  # fmt: skip
+        assert 0 < int(params["connect_timeout"]) <= 30, where
+        assert int(params["keepalives_idle"]) <= 60 and int(params["keepalives_count"]) >= 1, where
+
+
 def test_dagster_yaml_passes_dagsters_instance_schema(tmp_path: Path, instance_yaml: dict[str, Any]) -> None:
     from dagster._config import validate_config
     from dagster._core.instance.config import dagster_instance_config

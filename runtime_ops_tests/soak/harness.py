@@ -45,8 +45,8 @@ class SoakConfig:
     quiet_tail: float = 20.0  # seconds of workload after the last fault begins
     expire_after: str = "75s"
     drain_timeout: float = 420.0
-    # An operator asks for a retrain at the end of the warm-up, so that a candidate waits for the approvers early
-    # even in a short soak (the retrain policy's growth and drift triggers take minutes of landing to fire).
+    # An operator asks for a retrain once new documents are ingested, so that a candidate waits for the approvers
+    # early even in a short soak (the retrain policy's growth and drift triggers take minutes of landing to fire).
     retrain_at_start: bool = True
     landing_gap: tuple[float, float] = (1.5, 4.0)  # seconds between landing operations
 
@@ -93,10 +93,10 @@ def run_soak(
         workload = Workload(deployment, keys, recorder, cfg.seed, landing_gap=cfg.landing_gap)
         injector = Injector(deployment, recorder, cfg.seed, say)
         workload.start()
-        if cfg.retrain_at_start:  # once the warm-up has landed new documents: the same corpus trains the same model
-            retrain = threading.Timer(cfg.warmup, _ask_for_a_retrain, args=(deployment, say))
-            retrain.daemon = True
-            retrain.start()
+        if cfg.retrain_at_start:
+            asking = threading.Thread(target=_ask_for_a_retrain, args=(deployment, say), name="soak-retrain")
+            asking.daemon = True
+            asking.start()
         injecting = threading.Thread(target=injector.run, args=(faults,), name="soak-injector", daemon=True)
         injecting.start()
         end = time.monotonic() + duration
@@ -177,12 +177,22 @@ def _serve_v1(deployment: Deployment, recorder: Recorder, timeout: float = 420) 
     )
 
 
-def _ask_for_a_retrain(deployment: Deployment, say: Callable[[str], None]) -> None:
-    """What `runtime-ops retrain` does, as the soak's operator: the corpus sensor launches one train run."""
+def _ask_for_a_retrain(deployment: Deployment, say: Callable[[str], None], wait: float = 90.0) -> None:
+    """What `runtime-ops retrain` does, as the soak's operator, once the workload's first documents are ingested
+    (the corpus that trained v1 would train the same model again): the corpus sensor launches one train run."""
+    from sqlalchemy import text
+
     from runtime_ops.models.sensors import request_retrain
+
+    def ingested() -> int:
+        with store.engine.connect() as conn:
+            return int(conn.execute(text("select count(*) from documents where status = 'ok'")).scalar_one())
 
     try:
         store = _store(deployment)
+        before, deadline = ingested(), time.monotonic() + wait
+        while ingested() < before + 2 and time.monotonic() < deadline:
+            time.sleep(2.0)
         reason = "soak: a candidate for the approvers"
         say(f"retrain request #{request_retrain(store.retraining, store.ledger, reason=reason, requested_by='soak')}")
     except Exception as exc:  # the soak goes on; the retrain policy's own triggers still train candidates
@@ -217,7 +227,8 @@ def _busy(deployment: Deployment, store: Any) -> str:
                 "(select count(*) from documents where status in ('pending', 'parsed')), "
                 "(select count(*) from approval_requests where status = 'pending'), "
                 "(select count(*) from approval_requests where status = 'approved' and kind = 'human' "
-                "and promotion_run_id is null)"
+                "and promotion_run_id is null), "
+                "(select count(*) from retrain_requests where status = 'pending')"
             )
         ).one()
     what = (
@@ -225,6 +236,7 @@ def _busy(deployment: Deployment, store: Any) -> str:
         "documents not processed",
         "requests pending (decided or expiring)",
         "approvals whose promotion run is not launched yet",
+        "retrain requests not taken up yet",
     )
     busy += [f"{n} {label}" for n, label in zip(counts, what, strict=True) if n]
     statuses = [
