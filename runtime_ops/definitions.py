@@ -16,7 +16,8 @@ from runtime_ops.components.loading import BUILTIN_DEFS, load_pipelines
 from runtime_ops.observability.interrupts import quiet_unraisable_interrupts
 from runtime_ops.observability.logs import configure_logging
 from runtime_ops.observability.steps import default_for_unconfigured_runs, runtime_ops_logger
-from runtime_ops.recovery.orphans import build_recovery_sensor
+from runtime_ops.recovery.sensor import build_recovery_sensor
+from runtime_ops.recovery.stalls import dump_stacks_on_signal
 from runtime_ops.resources.approvals import ApprovalsResource
 from runtime_ops.resources.configured import configured_url
 from runtime_ops.resources.inference import InferenceEndpointResource
@@ -59,12 +60,13 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     # runtime_ops.* Python logs through the same formatter and redaction as the run logs.
     configure_logging(fmt=settings.log_format)
     quiet_unraisable_interrupts()  # a Ctrl-C of `make dev` inside a run worker's cleanup callback: one line
+    dump_stacks_on_signal()  # what a hung run worker was doing, in its log, before run_recovery_sensor kills it
     default_for_unconfigured_runs()
     pipelines = load_pipelines(settings.pipelines_dir or BUILTIN_DEFS, settings)
     shared = dg.Definitions(
         sensors=[
             build_automation_sensor(settings.sensor_seconds(30)),
-            build_recovery_sensor(settings.sensor_seconds(30)),
+            build_recovery_sensor(settings.sensor_seconds(30), settings.run_stall_timeout),
         ],
         resources=build_resources(settings),
         # Run logs as JSON lines (console lines in `make dev`); Dagster's event log (the UI) is unaffected.

@@ -85,14 +85,16 @@ class Settings(BaseSettings):
     # Event mode: how often a listing sweep reconciles what notifications missed (off: never).
     reconcile_every: timedelta | None = Field(default=timedelta(hours=1), **_env("RUNTIME_OPS_RECONCILE_EVERY"))
     # Timeouts: of one document's parse (past it: quarantined as too slow), of each step of a run (past it: the step
-    # fails and its retry policy applies; a pipeline may set one per job), of one state-store statement (PostgreSQL).
+    # fails and its retry policy applies; a pipeline may set one per job), of a run's silence (no event while its
+    # worker lives: killed, failed, retried; recovery/stalls.py), of one state-store statement (PostgreSQL).
     parse_timeout: timedelta | None = Field(default=timedelta(seconds=60), **_env("RUNTIME_OPS_PARSE_TIMEOUT"))
     step_timeout: timedelta | None = Field(default=timedelta(minutes=30), **_env("RUNTIME_OPS_STEP_TIMEOUT"))
+    run_stall_timeout: timedelta | None = Field(default=timedelta(hours=1), **_env("RUNTIME_OPS_RUN_STALL_TIMEOUT"))
     statement_timeout: timedelta | None = Field(
         default=timedelta(seconds=60), **_env("RUNTIME_OPS_DB_STATEMENT_TIMEOUT")
     )
     # The first wait before a failed I/O step runs again; each later wait doubles the step (2, 6, 14, 30 s by
-    # default), four retries in all. Tests that fail a step on purpose shorten it instead of sleeping.
+    # default), four retries in all. Tests that fail a step on purpose shorten it.
     retry_delay: timedelta = Field(default=timedelta(seconds=2), **_env("RUNTIME_OPS_RETRY_DELAY"))
     actor: str | None = Field(default=None, **_env("RUNTIME_OPS_ACTOR"))
 
@@ -102,8 +104,7 @@ class Settings(BaseSettings):
     expire_after: timedelta | None = Field(default=timedelta(hours=24), **_env("RUNTIME_OPS_EXPIRE_AFTER"))
     dagster_url: str = Field(default="http://127.0.0.1:3000", **_env("RUNTIME_OPS_DAGSTER_URL"))
     # The minimum interval of every runtime_ops sensor (landing, corpus, approvals, alerts, automation), e.g. `2s`
-    # in tests and demos; unset keeps each sensor's own default (15-30 s). Dagster's daemon still ticks at most
-    # every 5 s.
+    # in tests; unset keeps each sensor's own default (15-30 s). Dagster's daemon still ticks at most every 5 s.
     sensor_interval: timedelta | None = Field(default=None, **_env("RUNTIME_OPS_SENSOR_INTERVAL"))
 
     # Alerts: the remediation rule file the alert sensor reads, and the bearer token Alertmanager must send.
@@ -115,10 +116,8 @@ class Settings(BaseSettings):
 
     # Where pipelines keep their vector indexes unless their defs.yaml says: lance:///folder or postgresql://...
     vector_store: str | None = Field(default=None, **_env("RUNTIME_OPS_VECTOR_STORE"))
-
     # Where the pipelines are declared (one <name>/defs.yaml each); default: the package's runtime_ops/defs.
     pipelines_dir: Path | None = Field(default=None, **_env("RUNTIME_OPS_PIPELINES_DIR"))
-
     # The ops API's edges. The proxies (IPs or networks, comma-separated; `*`: any) whose X-Forwarded-For and
     # X-Forwarded-Proto it believes; unset: none, a client is the socket's peer (the refusal limiter keys on it).
     forwarded_allow_ips_raw: str = Field(default="", **_env("FORWARDED_ALLOW_IPS"))
@@ -205,6 +204,7 @@ class Settings(BaseSettings):
         "reconcile_every",
         "parse_timeout",
         "step_timeout",
+        "run_stall_timeout",
         "statement_timeout",
         "retry_delay",
         "header_timeout",

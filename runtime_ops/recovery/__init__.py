@@ -1,2 +1,2 @@
-"""Finishing interrupted runs without a person: orphaned runs on the default launcher are found and failed, so
-that run retries relaunch them (see `orphans`)."""
+"""Finishing interrupted runs without a person: runs on the default launcher whose worker died (`orphans`) or hung
+(`stalls`) are failed, so that run retries relaunch them (`sensor`)."""

@@ -8,7 +8,7 @@ event log and marks them failed with the reason (failure reason UNEXPECTED_TERMI
 relaunch them: also the approval-gated jobs, which opt out only of retries after a step failure). The retry
 resumes from the state store; a promotion resumes its saga.
 
-It runs at the start of `runtime-ops dev` and in `run_recovery_sensor`. Sensors evaluate in the code server,
+It runs at the start of `runtime-ops dev` and in `run_recovery_sensor` (sensor.py). Sensors evaluate in the code server,
 the process that the default launcher starts run workers from, so the pids are on this machine.
 """
 
@@ -99,24 +99,3 @@ def sweep(
         log(message)
         found.append(Orphan(run.run_id, run.job_name, reason))
     return found
-
-
-def build_recovery_sensor(minimum_interval_seconds: int = 30) -> dg.SensorDefinition:
-    @dg.sensor(
-        name="run_recovery_sensor",
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Finds runs still shown as started whose worker process is gone (the default launcher cannot "
-        "tell run monitoring) and marks them failed with the reason, so that run retries relaunch them and the "
-        "sensors waiting on them go on.",
-    )
-    def run_recovery_sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
-        orphans = sweep(context.instance, log=context.log.warning)
-        if not orphans:
-            return dg.SkipReason("no orphaned runs")
-        return dg.SkipReason(
-            f"marked {len(orphans)} orphaned runs failed (retried by run retries): "
-            + ", ".join(f"{o.job_name} {o.run_id}" for o in orphans)
-        )
-
-    return run_recovery_sensor

@@ -42,3 +42,14 @@ def gone_reason(worker: Worker, process: ProcessInfo) -> str | None:
             "after the worker (the machine or container restarted)"
         )
     return None
+
+
+def stall_reason(last_event_at: float, now: float, limit_s: float | None) -> str | None:
+    """Why a run whose worker still lives counts as stalled, or None: its event log has been silent for longer than
+    `limit_s` (None or 0: never)."""
+    if not limit_s:
+        return None
+    silent = now - last_event_at
+    if silent <= limit_s:
+        return None
+    return f"its event log has been silent for {silent:.0f} s (RUNTIME_OPS_RUN_STALL_TIMEOUT: {limit_s:g} s)"

@@ -9,10 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
+import psutil
 import pytest
 from dagster._core.events import EngineEventData, RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
@@ -20,13 +23,22 @@ from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
 
 from runtime_ops.cli.dev import DEV_INSTANCE, STORAGE_VARIABLE
 from runtime_ops.recovery.orphans import sweep
+from runtime_ops.recovery.stalls import sweep_stalled
 from runtime_ops.retries import GATED_RUN_TAGS
+from runtime_ops_tests.support.servers import wait_until
 
 
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, pid: int | None, **tags: str) -> str:
@@ -69,3 +81,67 @@ def test_runs_whose_worker_is_gone_are_failed_for_run_retries(tmp_path: Path, mo
 
         # A second sweep finds nothing more: the failed run is no longer started.
         assert sweep(instance) == []
+
+
+HUNG_WORKER = """
+import subprocess, sys, time
+from runtime_ops.recovery.stalls import dump_stacks_on_signal
+
+def wait_for_an_answer_that_never_comes():
+    time.sleep(600)
+
+dump_stacks_on_signal()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+wait_for_an_answer_that_never_comes()
+"""
+
+
+def test_a_run_whose_live_worker_went_silent_is_killed_with_its_stacks_printed_then_failed_for_run_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copyfile(DEV_INSTANCE, tmp_path / "dagster.yaml")
+    monkeypatch.setenv(STORAGE_VARIABLE, str(tmp_path))
+    log = tmp_path / "worker.log"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    with log.open("w") as out, dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        worker = subprocess.Popen([sys.executable, "-c", HUNG_WORKER], stdout=subprocess.PIPE, stderr=out, text=True)
+        working = subprocess.Popen(sleeper)
+        try:
+            child = int(worker.stdout.readline())  # type: ignore[union-attr]
+            hung = _run(instance, dg.DagsterRunStatus.STARTED, worker.pid, **GATED_RUN_TAGS)
+            busy = _run(instance, dg.DagsterRunStatus.STARTED, working.pid)
+            gone = _run(instance, dg.DagsterRunStatus.STARTED, _dead_pid())
+
+            # Silent for less than the limit, or no limit at all: nothing happens.
+            assert sweep_stalled(instance, timedelta(minutes=5)) == []
+            assert sweep_stalled(instance, None, now=lambda: time.time() + 3600) == []
+            time.sleep(2.5)
+            instance.report_engine_event("still working", instance.get_run_by_id(busy))
+
+            found = sweep_stalled(instance, timedelta(seconds=2))
+
+            assert [o.run_id for o in found] == [hung]
+            # The worker and its child are gone (the sweep reaps what it killed: no returncode to read here).
+            for pid in (worker.pid, child):
+                wait_until(lambda pid=pid: not _alive(pid), 10, f"process {pid} killed")
+            assert working.poll() is None  # the busy run's worker lives on
+            stacks = log.read_text()
+            assert "wait_for_an_answer_that_never_comes" in stacks, stacks  # where it hung, in its own log
+            status = {r: instance.get_run_by_id(r).status for r in (hung, busy, gone)}  # type: ignore[union-attr]
+            # A gone worker is orphans.sweep's to mark.
+            assert status == {
+                hung: dg.DagsterRunStatus.FAILURE,
+                busy: dg.DagsterRunStatus.STARTED,
+                gone: dg.DagsterRunStatus.STARTED,
+            }
+            failed = instance.get_run_by_id(hung)
+            assert failed is not None
+            assert failed.tags[RUN_FAILURE_REASON_TAG] == RunFailureReason.UNEXPECTED_TERMINATION.value
+            messages = [e.message or "" for e in instance.all_logs(hung)]
+            assert any("was stalled: its event log has been silent" in m and f"pid {worker.pid}" in m for m in messages)
+            assert auto_reexecution_should_retry_run(instance, failed, RunFailureReason.UNEXPECTED_TERMINATION)
+        finally:
+            for proc in (worker, working):
+                proc.kill()
+                proc.wait(10)

@@ -151,6 +151,10 @@ class Deployment:
             "RUNTIME_OPS_AUTO_APPROVE_MARGIN": "1.0",
             "RUNTIME_OPS_MAX_REGRESSION": "1.0",
             "RUNTIME_OPS_SENSOR_INTERVAL": "1s",
+            # A run silent this long while its worker lives is hung (its steps log every few seconds, 20 s at most
+            # under the longest fault): run_recovery_sensor prints its stacks into code_server.log, kills it and
+            # fails it for run retries. The default (1 h) would outlast the drain.
+            "RUNTIME_OPS_RUN_STALL_TIMEOUT": "90s",
             "RUNTIME_OPS_LOG_FORMAT": "json",
         }
 

@@ -304,6 +304,10 @@ def diagnostics(deployment: Deployment) -> dict[str, Any]:
             for r in tagged
         ]  # fmt: skip
     by_run = Counter(f"{r.job_name} {r.status.value}" for r in runs)
+    # Runs whose live worker hung, killed by run_recovery_sensor (recovery/stalls.py); their stacks are in the log.
+    code_log = deployment.topo.root / "logs" / "code_server.log"
+    text_ = code_log.read_text(errors="replace") if code_log.exists() else ""
+    stalled = sorted({line.split("Run ", 1)[1][:8] for line in text_.splitlines() if "was stalled:" in line})
     proxies = {
         name: {"accepted": proxy.accepted, "resets": proxy.resets, "open": proxy.open_connections,
                "accept_errors": proxy.accept_errors[-5:], "accepting": proxy.accepting}
@@ -312,6 +316,7 @@ def diagnostics(deployment: Deployment) -> dict[str, Any]:
     return {
         "proxies": proxies,
         "runs": dict(sorted(by_run.items())),
+        "stalled_runs": stalled,
         "landing_batches": {str(k): int(v) for k, v in batches.items()},
         "batches_not_ingested": open_batches,
     }

@@ -97,6 +97,8 @@ def render(history: History, verdict: Verdict) -> str:
         + (", ".join(f"{n} in {k}" for k, n in sorted(blamed.items())) or "none"),
         _phases(history.diagnostics.get("phases")),
         "- Dagster runs: " + (", ".join(f"{n} {k}" for k, n in history.diagnostics.get("runs", {}).items()) or "-"),
+        "- hung runs killed and failed by run_recovery_sensor (stacks in code_server.log): "
+        + (", ".join(history.diagnostics.get("stalled_runs", [])) or "none"),
         f"- **invariant violations: {len(verdict.violations)}**",
     ]
     lines += [f"  - {v}" for v in verdict.violations[:50]]
