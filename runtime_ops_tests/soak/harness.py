@@ -184,19 +184,31 @@ def _ask_for_a_retrain(deployment: Deployment, say: Callable[[str], None], wait:
 
     from runtime_ops.models.sensors import request_retrain
 
-    def ingested() -> int:
+    def ingested(store: Any) -> int:
         with store.engine.connect() as conn:
             return int(conn.execute(text("select count(*) from documents where status = 'ok'")).scalar_one())
 
-    try:
-        store = _store(deployment)
-        before, deadline = ingested(), time.monotonic() + wait
-        while ingested() < before + 2 and time.monotonic() < deadline:
-            time.sleep(2.0)
-        reason = "soak: a candidate for the approvers"
-        say(f"retrain request #{request_retrain(store.retraining, store.ledger, reason=reason, requested_by='soak')}")
-    except Exception as exc:  # the soak goes on; the retrain policy's own triggers still train candidates
-        say(f"the retrain request failed: {type(exc).__name__}: {exc}")
+    # Faults hit the operator too (a PostgreSQL restart refuses the poll or the request): like a person, the
+    # operator tries again a few seconds later, for as long as the workload may still use a candidate.
+    store, before = None, None
+    deadline, give_up = time.monotonic() + wait, time.monotonic() + wait + 60.0
+    while True:
+        try:
+            store = store or _store(deployment)
+            before = ingested(store) if before is None else before
+            if ingested(store) < before + 2 and time.monotonic() < deadline:
+                time.sleep(2.0)
+                continue
+            reason = "soak: a candidate for the approvers"
+            number = request_retrain(store.retraining, store.ledger, reason=reason, requested_by="soak")
+            say(f"retrain request #{number}")
+            return
+        except Exception as exc:  # any failure a fault causes; the retrain policy's own triggers still run
+            if time.monotonic() >= give_up:
+                say(f"the retrain request failed for good: {type(exc).__name__}: {exc}")
+                return
+            say(f"the retrain request failed, trying again in 3 s: {type(exc).__name__}: {exc}".splitlines()[0])
+            time.sleep(3.0)
 
 
 def _store(deployment: Deployment) -> Any:
