@@ -93,9 +93,16 @@ def sweep(
             "out-of-memory kill or a stop of `runtime-ops dev`): marked failed so that run retries relaunch it; "
             "the retry resumes from the state store"
         )
-        instance.report_run_failed(
-            now, message, JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION)
-        )
-        log(message)
-        found.append(Orphan(run.run_id, run.job_name, reason))
+        found.append(fail_for_run_retries(instance, now, reason, message, log))
     return found
+
+
+def fail_for_run_retries(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, reason: str, message: str, log: Callable[[str], None]
+) -> Orphan:
+    """Mark `run` failed as a crash (UNEXPECTED_TERMINATION), which run retries relaunch, gated jobs included."""
+    instance.report_run_failed(
+        run, message, JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION)
+    )
+    log(message)
+    return Orphan(run.run_id, run.job_name, reason)

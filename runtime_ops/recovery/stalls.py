@@ -20,9 +20,15 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import dagster as dg
-from dagster._core.events import JobFailureData, RunFailureReason
 
-from runtime_ops.recovery.orphans import LOCAL_LAUNCHERS, Orphan, launcher_class, process_info, worker_of
+from runtime_ops.recovery.orphans import (
+    LOCAL_LAUNCHERS,
+    Orphan,
+    fail_for_run_retries,
+    launcher_class,
+    process_info,
+    worker_of,
+)
 from runtime_ops.recovery.workers import gone_reason, stall_reason
 
 STACKS_SIGNAL = signal.SIGUSR2
@@ -103,9 +109,5 @@ def sweep_stalled(
             f"Its {killed} processes printed their stacks to the worker's log (stderr) and were killed; marked failed "
             "so that run retries relaunch it, and the retry resumes from the state store"
         )
-        instance.report_run_failed(
-            current, message, JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION)
-        )
-        log(message)
-        found.append(Orphan(run.run_id, run.job_name, reason))
+        found.append(fail_for_run_retries(instance, current, reason, message, log))
     return found

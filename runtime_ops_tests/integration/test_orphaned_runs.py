@@ -49,6 +49,17 @@ def _run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, pid: int | N
     return run.run_id
 
 
+def _failed_for_run_retries(instance: dg.DagsterInstance, run_id: str, *said: str) -> dg.DagsterRun:
+    """The run, failed as a crash (which run retries relaunch) with a message saying each of `said`."""
+    failed = instance.get_run_by_id(run_id)
+    assert failed is not None
+    assert failed.tags[RUN_FAILURE_REASON_TAG] == RunFailureReason.UNEXPECTED_TERMINATION.value
+    messages = [e.message or "" for e in instance.all_logs(run_id)]
+    assert any(all(part in m for part in said) for m in messages), messages
+    assert auto_reexecution_should_retry_run(instance, failed, RunFailureReason.UNEXPECTED_TERMINATION)
+    return failed
+
+
 def test_runs_whose_worker_is_gone_are_failed_for_run_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copyfile(DEV_INSTANCE, tmp_path / "dagster.yaml")
     monkeypatch.setenv(STORAGE_VARIABLE, str(tmp_path))
@@ -70,13 +81,8 @@ def test_runs_whose_worker_is_gone_are_failed_for_run_retries(tmp_path: Path, mo
             not_launched: dg.DagsterRunStatus.STARTING,
             finished: dg.DagsterRunStatus.SUCCESS,
         }
-        failed = instance.get_run_by_id(orphan)
-        assert failed is not None
-        assert failed.tags[RUN_FAILURE_REASON_TAG] == RunFailureReason.UNEXPECTED_TERMINATION.value
-        messages = [e.message or "" for e in instance.all_logs(orphan)]
-        assert any(f"pid {dead}" in m and "run retries relaunch it" in m for m in messages), messages
+        failed = _failed_for_run_retries(instance, orphan, f"pid {dead}", "run retries relaunch it")
         # A gated run is retried after its worker died, never after a step failed.
-        assert auto_reexecution_should_retry_run(instance, failed, RunFailureReason.UNEXPECTED_TERMINATION)
         assert not auto_reexecution_should_retry_run(instance, failed, RunFailureReason.STEP_FAILURE)
 
         # A second sweep finds nothing more: the failed run is no longer started.
@@ -135,12 +141,7 @@ def test_a_run_whose_live_worker_went_silent_is_killed_with_its_stacks_printed_t
                 busy: dg.DagsterRunStatus.STARTED,
                 gone: dg.DagsterRunStatus.STARTED,
             }
-            failed = instance.get_run_by_id(hung)
-            assert failed is not None
-            assert failed.tags[RUN_FAILURE_REASON_TAG] == RunFailureReason.UNEXPECTED_TERMINATION.value
-            messages = [e.message or "" for e in instance.all_logs(hung)]
-            assert any("was stalled: its event log has been silent" in m and f"pid {worker.pid}" in m for m in messages)
-            assert auto_reexecution_should_retry_run(instance, failed, RunFailureReason.UNEXPECTED_TERMINATION)
+            _failed_for_run_retries(instance, hung, "was stalled: its event log has been silent", f"pid {worker.pid}")
         finally:
             for proc in (worker, working):
                 proc.kill()

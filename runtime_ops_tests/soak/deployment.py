@@ -215,17 +215,26 @@ class Deployment:
         """Which of Dagster's daemons stopped beating, and for how long (a thread stuck on a connection that never
         answers), with the PostgreSQL proxy's open connections: what a replay needs to find the stuck call."""
         try:
-            beats = self.topo.instance.get_daemon_heartbeats()
-            required = self.topo.instance.get_required_daemon_types()
+            stale = self._stale_daemons()
         except Exception as exc:
             return f"heartbeats unreadable: {type(exc).__name__}"
-        now = time.time()
-        stale = [
-            f"{t} {'never' if t not in beats else f'{now - beats[t].timestamp:.0f}s ago'}"
-            for t in required
-            if t not in beats or now - beats[t].timestamp >= 90 or beats[t].timestamp < self._daemon_started - 1
-        ]
         return f"stale: {', '.join(stale) or 'none'}; postgres proxy: {self.pg_proxy.open_connections} open"
+
+    # A thread stuck for good (on a connection that never answers) stops beating: 90 s is three missed beats.
+    STALE_AFTER_S = 90
+
+    def _stale_daemons(self) -> list[str]:
+        """The daemons that must run but sent no heartbeat since the daemon (re)started or within STALE_AFTER_S,
+        each with its last beat's age. (Dagster's daemons beat every 30 s; a restart makes them beat at once.)"""
+        beats = self.topo.instance.get_daemon_heartbeats()
+        now = time.time()
+        return [
+            f"{t} {'never' if t not in beats else f'{now - beats[t].timestamp:.0f}s ago'}"
+            for t in self.topo.instance.get_required_daemon_types()
+            if t not in beats
+            or now - beats[t].timestamp >= self.STALE_AFTER_S
+            or beats[t].timestamp < self._daemon_started - 1
+        ]
 
     def _code_server_ok(self) -> bool:
         from dagster._grpc.client import DagsterGrpcClient
@@ -236,19 +245,13 @@ class Deployment:
             return False
 
     def _daemon_ok(self) -> bool:
-        """The daemon process is up and every daemon it must run has sent a heartbeat since it (re)started, and
-        within the last 90 s. (Dagster's daemons beat every 30 s; a restart makes them beat at once.)"""
+        """The daemon process is up and every daemon it must run is beating (`_stale_daemons`)."""
         if self.topo.pid_of("daemon") is None:
             return False
         try:
-            beats = self.topo.instance.get_daemon_heartbeats()
-            required = set(self.topo.instance.get_required_daemon_types())
+            return not self._stale_daemons()
         except Exception:
             return False
-        # A thread stuck for good (on a connection that never answers) stops beating: 90 s is three missed beats.
-        now = time.time()
-        fresh = {t for t, b in beats.items() if b.timestamp >= self._daemon_started - 1 and now - b.timestamp < 90}
-        return required <= fresh
 
     # ------------------------------------------------------------------ teardown
     def stop(self) -> None:
