@@ -8,8 +8,8 @@ event log and marks them failed with the reason (failure reason UNEXPECTED_TERMI
 relaunch them: also the approval-gated jobs, which opt out only of retries after a step failure). The retry
 resumes from the state store; a promotion resumes its saga.
 
-It runs at the start of `runtime-ops dev` and in `run_recovery_sensor` (sensor.py). Sensors evaluate in the code server,
-the process that the default launcher starts run workers from, so the pids are on this machine.
+It runs at the start of `runtime-ops dev` and in `run_recovery_sensor` (sensor.py). Sensors evaluate in the code
+server, the process that the default launcher starts run workers from, so the pids are on this machine.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 
@@ -47,7 +48,7 @@ def last_event_at(instance: dg.DagsterInstance, run_id: str) -> float | None:
     return records[0].event_log_entry.timestamp if records else None
 
 
-def _process_tree(pid: int) -> list:
+def _process_tree(pid: int) -> list[Any]:
     import psutil
 
     try:
@@ -93,12 +94,14 @@ def sweep_stalled(
     found: list[Orphan] = []
     for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
         run = record.dagster_run
-        worker = worker_of(instance, run.run_id)
         last = last_event_at(instance, run.run_id)
-        if worker is None or last is None or gone_reason(worker, process_info(worker.pid)) is not None:
+        reason = stall_reason(last, now(), limit_s) if last is not None else None
+        if reason is None:
+            continue  # the common case, settled by one read
+        worker = worker_of(instance, run.run_id)
+        if worker is None or gone_reason(worker, process_info(worker.pid)) is not None:
             continue  # not ours to judge here: orphans.sweep handles a gone worker
-        reason = stall_reason(last, now(), limit_s)
-        if reason is None or not _still_started(instance, run.run_id):
+        if not _still_started(instance, run.run_id):
             continue
         killed = stop(worker.pid)
         current = instance.get_run_by_id(run.run_id)

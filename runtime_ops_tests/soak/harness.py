@@ -10,6 +10,7 @@ the set time, let the work drain, read the final state, check the history and re
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -319,7 +320,7 @@ def diagnostics(deployment: Deployment) -> dict[str, Any]:
     # Runs whose live worker hung, killed by run_recovery_sensor (recovery/stalls.py); their stacks are in the log.
     code_log = deployment.topo.root / "logs" / "code_server.log"
     text_ = code_log.read_text(errors="replace") if code_log.exists() else ""
-    stalled = sorted({line.split("Run ", 1)[1][:8] for line in text_.splitlines() if "was stalled:" in line})
+    stalled = sorted({m.group(1) for m in re.finditer(r"Run ([0-9a-f]{8})-[0-9a-f-]+ \([^)]*\) was stalled:", text_)})
     proxies = {
         name: {"accepted": proxy.accepted, "resets": proxy.resets, "open": proxy.open_connections,
                "accept_errors": proxy.accept_errors[-5:], "accepting": proxy.accepting}
