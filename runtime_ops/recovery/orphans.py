@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
+import psutil
 from dagster._core.events import DagsterEventType, JobFailureData, RunFailureReason
 
 from runtime_ops.recovery.workers import ProcessInfo, Worker, gone_reason
@@ -55,8 +56,6 @@ def worker_of(instance: dg.DagsterInstance, run_id: str) -> Worker | None:
 
 
 def process_info(pid: int) -> ProcessInfo:
-    import psutil
-
     try:
         proc = psutil.Process(pid)
         return ProcessInfo(pid, proc.create_time(), zombie=proc.status() == psutil.STATUS_ZOMBIE)

@@ -18,9 +18,9 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import dagster as dg
+import psutil
 
 from runtime_ops.recovery.orphans import (
     LOCAL_LAUNCHERS,
@@ -48,9 +48,7 @@ def last_event_at(instance: dg.DagsterInstance, run_id: str) -> float | None:
     return records[0].event_log_entry.timestamp if records else None
 
 
-def _process_tree(pid: int) -> list[Any]:
-    import psutil
-
+def _process_tree(pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)
         return [root, *root.children(recursive=True)]
@@ -60,8 +58,6 @@ def _process_tree(pid: int) -> list[Any]:
 
 def stop_process_tree(pid: int) -> int:
     """Ask `pid` and its descendants for their stacks, then SIGKILL them all; how many were killed."""
-    import psutil
-
     tree = _process_tree(pid)
     for proc in tree:
         with contextlib.suppress(psutil.Error):
@@ -74,9 +70,10 @@ def stop_process_tree(pid: int) -> int:
     return len(tree)
 
 
-def _still_started(instance: dg.DagsterInstance, run_id: str) -> bool:
+def _started_run(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
+    """The run as stored now, if it is still STARTED (it may have finished since it was listed)."""
     run = instance.get_run_by_id(run_id)
-    return run is not None and run.status == dg.DagsterRunStatus.STARTED
+    return run if run is not None and run.status == dg.DagsterRunStatus.STARTED else None
 
 
 def sweep_stalled(
@@ -101,11 +98,11 @@ def sweep_stalled(
         worker = worker_of(instance, run.run_id)
         if worker is None or gone_reason(worker, process_info(worker.pid)) is not None:
             continue  # not ours to judge here: orphans.sweep handles a gone worker
-        if not _still_started(instance, run.run_id):
+        if _started_run(instance, run.run_id) is None:
             continue
         killed = stop(worker.pid)
-        current = instance.get_run_by_id(run.run_id)
-        if current is None or current.status != dg.DagsterRunStatus.STARTED:
+        current = _started_run(instance, run.run_id)
+        if current is None:
             continue  # it finished in the moment before the kill
         message = (
             f"Run {run.run_id} ({run.job_name}) was stalled: {reason} while its worker (pid {worker.pid}) lived. "
