@@ -1,8 +1,8 @@
 # runtime_ops — build, test and run. `make test` is what CI runs (through .ci/run).
 #
 #   make install   the venv with what runtime_ops needs to run (requirements.lock), nothing test-only
-#   make test      install + test tools and the servers' system packages (postgresql, redis-server, chromium,
-#                  prometheus-alertmanager, ...), then ruff (lint + format check), basedpyright, the import
+#   make test      install + test tools and the servers' system packages (postgresql, pgbouncer, redis-server,
+#                  chromium, prometheus-alertmanager, ...), then ruff (lint + format check), basedpyright, the import
 #                  contracts and pytest on PYTEST_WORKERS workers (real PostgreSQL / Redis / moto servers,
 #                  started by each worker's test session); the summary ends with each tier's tests and time
 #   make test-unit, make test-integration, make test-e2e
@@ -63,15 +63,17 @@ dev-install: $(DEV_STAMP)
 
 test-install: system-packages $(STAMP) $(TEST_STAMP)
 
-# PostgreSQL and Redis servers for the tests, Chromium, Alertmanager, Prometheus (the server and promtool: the
-# live-quality chain test and the rule tests) and docker-compose
-# (parses docker/docker-compose.yaml without an engine). apt-get update runs only when something is missing.
+# PostgreSQL, PgBouncer and Redis servers for the tests, Chromium, Alertmanager, Prometheus (the server and
+# promtool: the live-quality chain test and the rule tests) and docker-compose (parses docker/docker-compose.yaml
+# without an engine). apt-get update runs only when something is missing.
 system-packages:
 	@missing=""; \
 	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 		missing="$$missing postgresql"; fi; \
 	if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then \
 		missing="$$missing redis-server"; fi; \
+	if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
+		missing="$$missing pgbouncer"; fi; \
 	if [ ! -x /usr/bin/chromium ]; then \
 		missing="$$missing chromium"; fi; \
 	if [ ! -x /usr/bin/prometheus-alertmanager ] || [ ! -x /usr/bin/amtool ]; then \

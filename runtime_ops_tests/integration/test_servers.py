@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from runtime_ops_tests.support import servers
+from runtime_ops_tests.support.pgbouncer import PgBouncer
 
 
 def test_free_port_is_bindable() -> None:
@@ -81,6 +82,38 @@ def test_postgres_restart_keeps_port_and_data(postgres_server, postgres_url: str
             assert conn.execute(sa.text("select v from kept")).scalar_one() == "x"
     finally:
         engine.dispose()
+
+
+def test_pgbouncer_pools_backends_and_rides_out_a_postgres_restart(postgres_server, postgres_url: str) -> None:
+    """The topology's storage pooler: the next client gets the last one's backend, reset (`DISCARD ALL`), and
+    after a crash-like restart of PostgreSQL new clients are served again."""
+    import psycopg2
+
+    bouncer = PgBouncer(postgres_server.port).start()
+    dbname = postgres_url.rsplit("/", 1)[1]
+
+    def session(set_name: str | None = None) -> tuple[int, str]:
+        conn = psycopg2.connect(host=servers.HOST, port=bouncer.port, user="postgres", dbname=dbname, connect_timeout=5)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                if set_name:
+                    cur.execute("set application_name = %s", (set_name,))
+                cur.execute("select pg_backend_pid(), current_setting('application_name')")
+                row = cur.fetchone()
+                assert row is not None
+                return row[0], row[1]
+        finally:
+            conn.close()
+
+    try:
+        first, name = session(set_name="first client")
+        assert name == "first client"
+        assert session() == (first, "")  # pooled, and the first client's SET is gone
+        postgres_server.restart()
+        servers.wait_until(lambda: session()[0] != first, 15, "a new backend through PgBouncer after the restart")
+    finally:
+        bouncer.stop()
 
 
 def test_postgres_runs_unprivileged_when_root(postgres_server, postgres_url: str) -> None:

@@ -121,7 +121,7 @@ def find_pgvector_bindir() -> Path:
     return bindir
 
 
-def _unprivileged_user() -> pwd.struct_passwd | None:
+def unprivileged_user() -> pwd.struct_passwd | None:
     """None when we may run PostgreSQL ourselves; else the system user to run it as (root only)."""
     if os.geteuid() != 0:
         return None
@@ -146,7 +146,7 @@ class PostgresServer:
         """`options`: more server settings (`-c name=value ...`), e.g. a benchmark's shared_buffers."""
         self.bindir = bindir or find_postgres_bindir()
         self.options = options
-        self.user = _unprivileged_user()
+        self.user = unprivileged_user()
         base = Path(tempfile.gettempdir())
         if self.user is not None and not _world_traversable(base):
             base = Path("/tmp")  # the postgres user must be able to reach the cluster directory

@@ -1,4 +1,5 @@
-"""A real Dagster deployment for fault-injection tests: separate processes on 127.0.0.1, storage on PostgreSQL.
+"""A real Dagster deployment for fault-injection tests: separate processes on 127.0.0.1, storage on PostgreSQL
+(through a PgBouncer of its own, support/pgbouncer.py, unless a fault proxy sits in between).
 
     Topology.create(pg, root, ...)      DAGSTER_HOME/dagster.yaml (dagster-postgres storage on its own database,
                                         QueuedRunCoordinator, run retries, run monitoring every 2 s, no telemetry)
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_ops_tests.support import web
+from runtime_ops_tests.support.pgbouncer import PgBouncer
 from runtime_ops_tests.support.servers import HOST, PostgresServer, free_port, unique_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -179,6 +181,7 @@ class Topology:
     _instance: Any = None
     _workspace_ctx: Any = None
     _exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    _bouncer: PgBouncer | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -194,7 +197,8 @@ class Topology:
         """A DAGSTER_HOME under `root` whose storage is a fresh database on `postgres` (copied from `template`,
         a migrated dagster-postgres schema, when given). Processes inherit os.environ *as it is now*, updated
         with `env` (None deletes a variable): create the topology after the test has set RUNTIME_OPS_*.
-        `via_port`: the deployment reaches that storage through this port (a fault proxy) rather than directly."""
+        `via_port`: the deployment reaches that storage through this port (a fault proxy); otherwise through a
+        PgBouncer of its own (support/pgbouncer.py: dagster-postgres connects per call)."""
         database = unique_name("dagster_topo")
         postgres.create_database(database, template=template)
         environ = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
@@ -207,9 +211,10 @@ class Topology:
         topo.home = root / "dagster_home"
         topo.home.mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(exist_ok=True)
-        url = postgres.url_for(database)
-        if via_port is not None:
-            url = url.replace(f":{postgres.port}/", f":{via_port}/")
+        if via_port is None:
+            topo._bouncer = PgBouncer(postgres.port).start()
+            via_port = topo._bouncer.port
+        url = postgres.url_for(database).replace(f":{postgres.port}/", f":{via_port}/")
         url += DAGSTER_PG_PARAMS
         (topo.home / "dagster.yaml").write_text(DAGSTER_YAML.format(url=url))
         topo.workspace_yaml = root / "workspace.yaml"
@@ -392,6 +397,8 @@ class Topology:
         with contextlib.suppress(Exception):
             self._exit.close()
         self._instance = None
+        if self._bouncer is not None:
+            self._bouncer.stop()
         if not self.postgres.running:
             self.postgres.start()
         self.postgres.drop_database(self.database)
