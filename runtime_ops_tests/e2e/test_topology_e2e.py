@@ -200,6 +200,11 @@ def test_s3_to_slack_approval_to_promotion_across_processes(
         assert decided == {"approved": 2}, decided  # v1 by policy (first model), v2 by the Slack click
         queue_count = sum(v for (name, _), v in samples.items() if name == "runtime_ops_queue_latency_seconds_count")
         assert queue_count == len(runs)
+        # What a soak prints when a loop is stuck: every thread's stack of both, and neither stops for it.
+        stacks = topo.dump_stacks()
+        for name in ("daemon", "code_server"):
+            part = stacks.split(f"--- stacks of {name} ")[1].split("--- stacks of ")[0]
+            assert "(most recent call first)" in part and 'File "' in part, stacks[-2000:]
         topo.assert_running()
 
     with capsys.disabled():

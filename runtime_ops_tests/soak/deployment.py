@@ -209,6 +209,9 @@ class Deployment:
         failing = sorted(name for name, ok in self.probes().items() if not ok)
         detail = f" ({self._daemon_detail()})" if "daemon" in failing else ""
         self.log(f"not healthy after {timeout:.0f}s: {', '.join(failing) or 'every probe passes now'}{detail}")
+        if {"daemon", "code_server"} & set(failing):  # a thread stuck on a call: where, for whoever replays the seed
+            with contextlib.suppress(Exception):
+                self.log(self.topo.dump_stacks())
         return None
 
     def _daemon_detail(self) -> str:

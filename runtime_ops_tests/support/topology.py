@@ -13,6 +13,7 @@
       .start_webserver()                `dagster-webserver -w workspace.yaml`, free port (UI, GraphQL: .webserver_url)
       .start_ops_api()                  `runtime-ops serve` on a free port (Slack callbacks, /metrics at .ops_url)
       .launch(job) / .wait_for_run(...) / .worker_pid(run_id) / .kill_worker(run_id) / .stop()
+      .dump_stacks()                    every thread's stack of the daemon and the code server (SIGUSR2)
 
 Every process gets the caller's environment (RUNTIME_OPS_*, REDIS_URL, failpoints, ...) plus DAGSTER_HOME, runs
 in its own session and is stopped at teardown by killing its process group (a run worker is a child of the code
@@ -85,6 +86,13 @@ sensors:
   use_threads: true
   num_workers: 2
 """
+
+# `dagster-daemon`, with every thread's stack printed to its log on SIGUSR2 (`Topology.dump_stacks`); the code
+# server has the same from the code location (recovery/stalls.py). What a stuck daemon loop waits on, for a replay.
+DAEMON_MAIN = (
+    "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR2, all_threads=True); "
+    "from dagster._daemon.cli import main; sys.argv[0] = 'dagster-daemon'; sys.exit(main())"
+)
 
 WORKSPACE_YAML = """\
 load_from:
@@ -292,7 +300,7 @@ class Topology:
         on its unique key ("InstigatorState ... is already present in storage"), and the sensor never ticks
         again. A fault injected before the first tick would test that, not runtime_ops."""
         proc = self._spawn(
-            "daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_yaml), "--log-level", "info"],
+            "daemon", [sys.executable, "-c", DAEMON_MAIN, "run", "-w", str(self.workspace_yaml), "--log-level", "info"],
             DAEMON_ENV,
         )  # fmt: skip
         required = set(self.instance.get_required_daemon_types())
@@ -402,6 +410,23 @@ class Topology:
         if not self.postgres.running:
             self.postgres.start()
         self.postgres.drop_database(self.database)
+
+    def dump_stacks(self, names: tuple[str, ...] = ("daemon", "code_server"), wait: float = 1.0) -> str:
+        """Every thread's stack of these processes (SIGUSR2, which both register), as they printed it to their logs."""
+        sizes: dict[str, int] = {}
+        for name in names:
+            proc = self._procs.get(name)
+            if proc is not None and proc.popen.poll() is None:
+                sizes[name] = proc.log.stat().st_size
+                os.kill(proc.popen.pid, signal.SIGUSR2)
+        time.sleep(wait)
+        out = []
+        for name, size in sizes.items():
+            proc = self._procs[name]
+            with open(proc.log, "rb") as log:
+                log.seek(size)
+                out.append(f"--- stacks of {name} (pid {proc.popen.pid}) ---\n{log.read().decode(errors='replace')}")
+        return "\n".join(out)
 
     def log_tails(self, names: list[str] | None = None, lines: int = 40) -> str:
         out = []
