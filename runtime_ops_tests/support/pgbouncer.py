@@ -25,7 +25,7 @@ from typing import Any
 
 from runtime_ops_tests.support.servers import (
     HOST,
-    MissingServerBinary,
+    find_system_binary,
     free_port,
     unprivileged_user,
     wait_until,
@@ -58,19 +58,12 @@ log_disconnections = 0
 """
 
 
-def find_pgbouncer() -> str:
-    for candidate in (shutil.which("pgbouncer"), "/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise MissingServerBinary(PGBOUNCER_HINT)
-
-
 class PgBouncer:
     """`PgBouncer(target_port).start()`: a pooler on a free 127.0.0.1 port for every database of the server at
     `target_port`, as user `postgres` (trust, as the test clusters). It refuses to run as root, like PostgreSQL."""
 
     def __init__(self, target_port: int, target_host: str = HOST) -> None:
-        self.binary = find_pgbouncer()
+        self.binary = find_system_binary("pgbouncer", PGBOUNCER_HINT)
         self.target_host = target_host
         self.target_port = target_port
         self.user = unprivileged_user()

@@ -293,11 +293,16 @@ REDIS_PACKAGE_HINT = (
 )
 
 
-def find_redis_server() -> str:
-    for candidate in (shutil.which("redis-server"), "/usr/bin/redis-server", "/usr/sbin/redis-server"):
+def find_system_binary(name: str, hint: str) -> str:
+    """`name` on PATH, else in /usr/bin or /usr/sbin (root's PATH may lack sbin); MissingServerBinary(hint) if not."""
+    for candidate in (shutil.which(name), f"/usr/bin/{name}", f"/usr/sbin/{name}"):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    raise MissingServerBinary(REDIS_PACKAGE_HINT)
+    raise MissingServerBinary(hint)
+
+
+def find_redis_server() -> str:
+    return find_system_binary("redis-server", REDIS_PACKAGE_HINT)
 
 
 def redis_command(port: int, *args: str, timeout: float = 2.0) -> bytes:
