@@ -23,6 +23,7 @@ from runtime_ops.store.tables.corpus import (
     landing_batches,
 )
 from runtime_ops.store.tables.inference import inference_results
+from runtime_ops.store.tables.lifecycle import candidate_lifecycle
 from runtime_ops.store.tables.operations import (
     alerts,
     api_keys,
@@ -56,6 +57,7 @@ __all__ = [
     "artifacts",
     "audit_head",
     "audit_log",
+    "candidate_lifecycle",
     "change_counters",
     "chunk_embeddings",
     "chunking_profiles",
