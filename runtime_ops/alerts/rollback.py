@@ -114,13 +114,15 @@ def run_rollback(
     approval_id: str | None,
     run_id: str | None,
     log: Callable[[str], None] = lambda _: None,
+    decider: str | None = None,
 ) -> RollbackOutcome:
     """Move production from `from_version` back to `to_version` with the promotion saga, under the promotion
     lock, every alias write carrying the lease's fencing token.
 
     `alert_ref` (e.g. `alert-12`) stands in for the approval id of a pre-approved rollback in the alias
-    history and the audit log. A re-run finishes an interrupted saga or finds it done; a rollback whose
-    premise no longer holds (production moved to another version meanwhile) is refused.
+    history and the audit log; `decider` names who decided a rollback without a request (an operator). A re-run
+    finishes an interrupted saga or finds it done; a rollback whose premise no longer holds (production moved to
+    another version meanwhile) is refused.
     """
     request: dict[str, Any]
     if approval_id is not None:
@@ -133,7 +135,7 @@ def run_rollback(
         )
         request = {"id": approved["id"], "decided_by": f"{ROLLBACK_ACTOR_PREFIX}{approved['decided_by']}"}
     else:
-        request = {"id": alert_ref, "decided_by": f"{ROLLBACK_ACTOR_PREFIX}preapproved"}
+        request = {"id": alert_ref, "decided_by": f"{ROLLBACK_ACTOR_PREFIX}{decider or 'preapproved'}"}
     if store.registry.get_model(to_version) is None:
         raise RollbackRefused(f"refusing to roll back: v{to_version} is not in the model registry")
     sid = saga_id(alert_key)

@@ -57,6 +57,7 @@ from runtime_ops.api.routes import (
     health,
     landing,
     metrics,
+    rollouts,
     search,
     slack,
 )
@@ -131,7 +132,19 @@ def create_app(
     metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
     search.install_search(app, ops, app.state.metrics_registry)
     app.state.warmup = ServingWarmup(app.state.searchers)
-    for module in (landing, slack, approval_pages, approvals, alerts, metrics, health, search, feedback, docs):
+    for module in (
+        landing,
+        slack,
+        approval_pages,
+        approvals,
+        rollouts,
+        alerts,
+        metrics,
+        health,
+        search,
+        feedback,
+        docs,
+    ):
         app.include_router(module.router)
     return app
 

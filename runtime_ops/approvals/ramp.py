@@ -13,8 +13,11 @@ once. The approvals sensor calls `advance_ramp` for it on every tick instead:
 - a stage at its max_duration without enough queries halts the ramp (row `stopped`): nothing is promoted silently;
   the request stays approved and unpromoted, and its page and message say how to go on.
 
-A first model (no production to compare with), or a request beside which no rollout ever ran (so no candidate index
-is known to be ready), is promoted at once, as without a ramp.
+Each of these is also the candidate's lifecycle move (`ramp_start`, `ramp_advance`, `ramp_pass`, `ramp_loss`,
+`halt`), written in the stage's own transaction: a move the machine refuses undoes the stage. An approval that
+arrives before the candidate's index is ready (a person deciding within seconds of the request opening, while the
+training run still fills it) waits for the index: nothing promotes around the ramp. A first model has no production
+to ramp against; the approvals sensor launches it without one (`approvals/lifecycle_gate.py`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runtime_ops.approvals.lifecycle_gate import facts_for
 from runtime_ops.command_hint import command
 from runtime_ops.labels import version_label
+from runtime_ops.lifecycle.machine import Facts, TransitionRefused
 from runtime_ops.online.evidence import online_evidence
 from runtime_ops.online.rollout_plan import StageEvidence, next_step
 from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.store import StateStore
+from runtime_ops.store.serving.indexes import READY
 from runtime_ops.store.serving.rollouts import ACTIVE, CANARY, COMPLETED, ROLLED_BACK, STOPPED, RolloutConflict
 from runtime_ops.tags import PRODUCTION_ALIAS
 
@@ -63,6 +69,27 @@ def advance_ramp(
         return _advance(store, plan, request, evidence_of, now)
     except RolloutConflict as exc:
         return RampMove(False, f"{request['id']}: the ramp waits: {exc}")
+    except TransitionRefused as exc:  # the candidate moved on (superseded, stopped, skipped): its ramp ends here
+        return RampMove(False, f"{request['id']}: the ramp does not move: {exc}")
+
+
+def ready_index(store: StateStore, request: dict[str, Any]) -> int | None:
+    """The candidate's index a ramp serves from: the one its pre-approval rollout used, else its newest ready one."""
+    beside = store.rollouts.for_request(request["id"])
+    if beside is not None:
+        return int(beside["candidate_index_id"])
+    version = int(request["candidate_version"])
+    ready = [i for i in store.indexes.list_indexes() if i["model_version"] == version and i["status"] == READY]
+    return int(ready[-1]["id"]) if ready else None
+
+
+def _moving(store: StateStore, rid: str, event: str, reason: str, facts: Facts, stage: int | None = None) -> Any:
+    """The lifecycle move that goes with a ramp stage's write, in its transaction."""
+
+    def then(conn: Any) -> None:
+        store.lifecycle.move_in(conn, rid, event, actor=POLICY_ACTOR, reason=reason, facts=facts, stage=stage)
+
+    return then
 
 
 def _advance(
@@ -71,12 +98,20 @@ def _advance(
     rid = request["id"]
     stages = store.rollouts.stages(rid)
     ramp = plan.ramp
+    facts = facts_for(store, plan, request)
     if not stages:
         production = store.registry.alias(PRODUCTION_ALIAS)
-        beside = store.rollouts.for_request(rid)
-        if production is None or beside is None:
-            why = "a first model has no production to compare with" if production is None else "no rollout ran"
-            return RampMove(True, f"{rid}: promoted without a ramp ({why})")
+        if production is None:
+            return RampMove(True, f"{rid}: promoted without a ramp (a first model has no production to compare with)")
+        index_id = ready_index(store, request)
+        if index_id is None:
+            version = version_label(int(request["candidate_version"]))
+            return RampMove(
+                False,
+                f"{rid}: the ramp waits for candidate {version}'s index (the training run's human_approval check "
+                f"fills it); to promote without a ramp instead: {command(f'promote --approval {rid} --skip-ramp')}",
+            )
+        started = f"ramp stage 1/{len(ramp)} started at {_share(ramp[0])}"
         row = store.rollouts.next_stage(
             approval_id=rid,
             status=STOPPED,
@@ -85,10 +120,11 @@ def _advance(
             stage=0,
             share=ramp[0],
             candidate_version=int(request["candidate_version"]),
-            candidate_index_id=int(beside["candidate_index_id"]),
+            candidate_index_id=index_id,
             production_version=production,
             max_duration=plan.max_duration,
             now=now,
+            then=_moving(store, rid, "ramp_start", started, facts),
         )
         return RampMove(False, f"{rid}: ramp stage 1/{len(ramp)} started: rollout #{row['id']}, {_share(ramp[0])}")
     last = stages[-1]
@@ -98,11 +134,9 @@ def _advance(
     if last["status"] != ACTIVE:  # rolled back or halted: held for good, or for a person (the page says how)
         return RampMove(False, rolled_back=last["status"] == ROLLED_BACK)
     if stage >= len(ramp):
+        why = f"ramp halted: the declared ramp {list(ramp)} has no stage {stage + 1} any more"
         store.rollouts.stop(
-            reason=f"ramp halted: the declared ramp {list(ramp)} has no stage {stage + 1} any more",
-            actor=POLICY_ACTOR,
-            approval_id=rid,
-            now=now,
+            reason=why, actor=POLICY_ACTOR, approval_id=rid, now=now, then=_moving(store, rid, "halt", why, facts)
         )
         return RampMove(False, f"{rid}: ramp halted (the declared ramp changed)")
     step = next_step(stage, ramp, evidence_of(int(last["id"])), overdue=now >= last["ends_at"])
@@ -122,11 +156,20 @@ def _advance(
             production_version=int(last["production_version"]),
             max_duration=plan.max_duration,
             now=now,
+            then=_moving(store, rid, "ramp_advance", step.reason, facts, stage=step.next_stage),
         )
         return RampMove(False, f"{rid}: {step.reason}; stage {step.next_stage + 1} started (rollout #{row['id']})")
     status = {"promote": COMPLETED, "roll back": ROLLED_BACK, "halt": STOPPED}[step.action]
     reason = f"ramp halted: {step.reason}" if step.action == "halt" else step.reason
-    store.rollouts.stop(reason=reason, actor=POLICY_ACTOR, status=status, approval_id=rid, now=now)
+    event = {"promote": "ramp_pass", "roll back": "ramp_loss", "halt": "halt"}[step.action]
+    store.rollouts.stop(
+        reason=reason,
+        actor=POLICY_ACTOR,
+        status=status,
+        approval_id=rid,
+        now=now,
+        then=_moving(store, rid, event, reason, facts),
+    )
     if step.action == "promote":
         return RampMove(True, f"{rid}: {step.reason}; promotion launches")
     return RampMove(False, f"{rid}: {step.action}: {reason}", rolled_back=step.action == "roll back")
@@ -186,7 +229,7 @@ def ramp_text(request: dict[str, Any], stages: list[dict[str, Any]]) -> str:
         )
     if last["status"] == COMPLETED:
         return f"The ramp passed its last {where}; production moves to the candidate when the promotion run succeeds."
-    by_hand = command(f"promote --approval {request['id']}")
+    by_hand = command(f"promote --approval {request['id']} --skip-ramp")
     return (
         f"The ramp stopped at {where}: {last['reason']}. Nothing was promoted; production stays on {production}. "
         f"To promote anyway, by hand: {by_hand}"

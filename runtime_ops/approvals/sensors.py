@@ -18,9 +18,11 @@ from runtime_ops import clock
 from runtime_ops.approvals.anchors import anchor_heads, settings_sink
 from runtime_ops.approvals.announce import SENSOR_INTERVAL_S, announcer_for
 from runtime_ops.approvals.gate import outcome_for
+from runtime_ops.approvals.lifecycle_gate import SENSOR_ACTOR, facts_for, ready_to_promote
 from runtime_ops.approvals.online_gate import review_pending
 from runtime_ops.approvals.ramp import advance_ramp, ramp_text, stage_evidence
 from runtime_ops.jobs import AssetJob
+from runtime_ops.lifecycle.machine import APPROVED, PROMOTING, RAMPING, ramp_required
 from runtime_ops.observability.logs import log_format
 from runtime_ops.pipeline.spec import PipelineSpec
 from runtime_ops.resources.approvals import ApprovalsResource
@@ -29,6 +31,7 @@ from runtime_ops.retries import GATED_RUN_TAGS
 from runtime_ops.runs import run_tagged
 from runtime_ops.store import StateStore
 from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.lifecycle import position_of
 from runtime_ops.tags import APPROVAL_TAG, APPROVAL_TRACE_TAG
 
 console = logging.getLogger("runtime_ops.approvals")
@@ -114,12 +117,14 @@ def decisions_tick(
     launch: Callable[[dict[str, Any]], dg.RunRequest | None],
     review: Callable[[Callable[[str], None]], dict[str, list[str]]] | None = None,
     kinds: tuple[str, ...] = ("human",),
+    also: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> dg.SensorResult | dg.SkipReason:
     """One tick of any gate's sensor (the retrieval pipeline's, an `ApprovalGate`'s): announce, escalate, expire and
     compensate, resync Slack, anchor the audit heads, then turn each approved request not yet launched into its
     passed check result (`passed`, once) and ONE run (`launch`; None: not yet, e.g. a ramp still running). `review`
     runs first (the retrieval gate's online half), so a request it decides is announced by the same tick. `kinds`:
-    which approvals launch a run (an asset gate's `policy` approvals too)."""
+    which approvals launch a run (an asset gate's `policy` approvals too); `also`: more approved requests to launch
+    (the retrieval pipeline's policy approvals that its ramp holds)."""
 
     def emit(message: str) -> None:
         # Log lines never carry a link's token (logs redact it: a link decides for its approver). Without Slack,
@@ -144,12 +149,12 @@ def decisions_tick(
     reported: list[str] = cursor["reported"]
     requests: list[dg.RunRequest] = []
     events: list[dg.AssetCheckEvaluation] = []
-    for request in store.notifications.approved_unlaunched(kinds):
+    for request in [*store.notifications.approved_unlaunched(kinds), *(also() if also is not None else [])]:
         run = run_tagged(context.instance, APPROVAL_TAG, request["id"])
         if run is not None:
             store.notifications.mark_request_launched(request["id"], run.run_id)
             continue
-        if request["id"] not in reported:
+        if request["id"] not in reported and request["kind"] in kinds:
             event = passed(request)
             if event is not None:
                 events.append(event)
@@ -183,7 +188,11 @@ def approvals_tick(
         )
 
     def launch(request: dict[str, Any]) -> dg.RunRequest | None:
-        if spec.rollout.ramps and not _ramp_passed(context, store, announcer, spec, request):
+        row = store.lifecycle.get(request["id"])
+        if row is not None:
+            if not _launches(context, store, announcer, spec, request, row):
+                return None
+        elif spec.rollout.ramps and not _ramp_passed(context, store, announcer, spec, request):
             return None
         return dg.RunRequest(
             run_key=request["id"],
@@ -202,4 +211,48 @@ def approvals_tick(
         # Online first: a request it decides is compensated, and its Slack message updated, by the same tick.
         return review_pending(store, spec.gate.online, clock.now(), emit=log)
 
-    return decisions_tick(context, store, announcer, passed=passed, launch=launch, review=review)
+    def ramped_by_policy() -> list[dict[str, Any]]:
+        return [r for r in held_policy_approvals(store, spec) if r["promotion_run_id"] is None]
+
+    return decisions_tick(context, store, announcer, passed=passed, launch=launch, review=review, also=ramped_by_policy)
+
+
+def held_policy_approvals(store: StateStore, spec: PipelineSpec) -> list[dict[str, Any]]:
+    """Candidates the policy approved that wait for the ramp (or passed it): the training run does not launch them."""
+    if not spec.rollout.ramps:
+        return []
+    found: list[dict[str, Any]] = []
+    for row in store.lifecycle.in_states((APPROVED, RAMPING, PROMOTING)):
+        request = store.requests.get_request(row["approval_id"])
+        if request is None or request["kind"] != "policy":
+            continue
+        if row["state"] == APPROVED and not ramp_required(position_of(row), facts_for(store, spec.rollout, request)):
+            continue  # the training run launches it
+        if row["state"] == PROMOTING and not store.rollouts.stages(request["id"]):
+            continue
+        found.append(request)
+    return found
+
+
+def _launches(
+    context: dg.SensorEvaluationContext,
+    store: StateStore,
+    announcer: Any,
+    spec: PipelineSpec,
+    request: dict[str, Any],
+    row: dict[str, Any],
+) -> bool:
+    """Whether the promotion run of `request` launches on this tick, as its lifecycle says: a promoting candidate
+    does; an approved one after its ramp (when one is required), or at once (moved to promoting here); anything
+    else (ramping on, halted, rolled back, superseded) does not."""
+    state = row["state"]
+    if state == PROMOTING:
+        return True
+    if state == APPROVED and not ramp_required(position_of(row), facts_for(store, spec.rollout, request)):
+        refusal = ready_to_promote(store, spec.rollout, request, actor=SENSOR_ACTOR, by_training_run=False)
+        if refusal is not None:
+            context.log.warning(f"{request['id']}: {refusal}")
+        return refusal is None
+    if state in (APPROVED, RAMPING):
+        return _ramp_passed(context, store, announcer, spec, request)
+    return False

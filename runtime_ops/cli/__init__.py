@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from runtime_ops.cli import approvals, audit, db, demo, dev, keys, serve, status
+from runtime_ops.cli import approvals, audit, db, demo, dev, keys, rollouts, serve, status
 from runtime_ops.cli.instance import applied
 from runtime_ops.errors import UserError
 from runtime_ops.observability.logs import configure_logging, log_format
@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="runtime-ops", description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (approvals, audit, keys, serve, status, db, demo, dev):
+    for commands in (approvals, rollouts, audit, keys, serve, status, db, demo, dev):
         commands.register(sub)
     return parser
 

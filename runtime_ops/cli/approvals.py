@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import PromotionRefused, subject_label
+from runtime_ops.approvals.lifecycle_gate import lifecycle_text, ready_to_promote, skip_ramp
 from runtime_ops.approvals.operators import OperatorRefused, operator
 from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
 from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.decisions.decide import decide
 from runtime_ops.errors import UserError
+from runtime_ops.lifecycle.machine import TransitionRefused
 from runtime_ops.locks.factory import open_locker
 from runtime_ops.models.sensors import request_retrain
 from runtime_ops.saga.engine import plan, run
@@ -48,11 +50,14 @@ def cmd_approvals_show(args: argparse.Namespace) -> int:
     request = store.requests.get_request(args.request_id)
     if request is None:
         raise UserError(f"no approval request {args.request_id!r}; list them with: runtime-ops approvals list")
+    lifecycle = lifecycle_text(store, request["id"])
     if args.json:
         votes = store.votes.for_request(request["id"])
-        print(json.dumps({**request, "votes": votes}, default=str, indent=2))
+        print(json.dumps({**request, "lifecycle": lifecycle, "votes": votes}, default=str, indent=2))
         return 0
     print(f"{request['id']}: {subject_label(request)} · {request['status']} ({request['kind']})")
+    if lifecycle is not None:
+        print(f"  candidate: {lifecycle}")
     print(f"  {'gate' if request.get('target') is not None else 'pipeline'}: {request['pipeline']}")
     print(f"  requested by {request['requested_by']} at {request['created_at']:%Y-%m-%d %H:%M} UTC")
     if request.get("expire_at") is not None:
@@ -80,7 +85,7 @@ def _operator_key(args: argparse.Namespace) -> str | None:
     return key.get_secret_value() if key else None
 
 
-def _authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:
+def authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:
     """The approver id the operator's key decides as, or None (refusal printed and audited)."""
     try:
         return str(operator(store.api_keys, _operator_key(args), claimed=args.actor, now=clock.now()).approver)
@@ -108,7 +113,7 @@ def _ramps(pipeline: str | None) -> bool:
 
 def _decide(args: argparse.Namespace, approve: bool) -> int:
     store = request_store(args.request_id)
-    actor = _authenticate(store, args, request_id=args.request_id, action="approve" if approve else "reject")
+    actor = authenticate(store, args, request_id=args.request_id, action="approve" if approve else "reject")
     if actor is None:
         return 1
     request = store.requests.get_request(args.request_id)
@@ -126,6 +131,8 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
         now=clock.now(),
     )
     print(outcome.message)
+    if approve and getattr(args, "skip_ramp", False):
+        return _skip_after_approval(store, outcome, actor, args.reason)
     if outcome.decided and approve:
         if _ramps(store.pipeline):
             plan = get_spec(store.pipeline).rollout
@@ -141,11 +148,31 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     return 0 if outcome.counted else 1
 
 
+def _skip_after_approval(store: StateStore, outcome: Any, actor: str, reason: str | None) -> int:
+    """`approve --skip-ramp`: once the request is approved, the person's explicit skip of the declared ramp."""
+    request = outcome.request
+    if not outcome.counted or request is None:
+        return 1
+    if request["status"] != "approved":
+        print(f"not skipping the ramp yet: {request['id']} is {request['status']}; run again once it is approved")
+        return 0
+    if not _ramps(store.pipeline):
+        print(f"{store.pipeline} declares no ramp: nothing to skip")
+        return 0
+    try:
+        why = skip_ramp(store, get_spec(str(store.pipeline)).rollout, request, actor=actor, reason=reason or "")
+    except TransitionRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{why}. The approvals sensor launches the promotion run on its next tick (run key = approval id).")
+    return 0
+
+
 def cmd_retrain(args: argparse.Namespace) -> int:
     """Ask the pipeline's corpus sensor for one retrain; the request names the authenticated operator, who then
     cannot approve the candidate it produces (four eyes)."""
     store = state_store(get_spec(args.pipeline).name)
-    actor = _authenticate(store, args, request_id=None, action="retrain")
+    actor = authenticate(store, args, request_id=None, action="retrain")
     if actor is None:
         return 1
     request_id = request_retrain(store.retraining, store.ledger, reason=args.reason, requested_by=actor)
@@ -171,7 +198,17 @@ def cmd_promote(args: argparse.Namespace) -> int:
     except PromotionRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    vectors = pipeline_vector_store(get_spec(store.pipeline).vector_store)
+    spec = get_spec(store.pipeline)
+    if args.skip_ramp and not args.dry_run:
+        actor = authenticate(store, args, request_id=request["id"], action="skip_ramp")
+        if actor is None:
+            return 1
+        try:
+            print(skip_ramp(store, spec.rollout, request, actor=actor, reason=args.reason or "promoted by hand"))
+        except TransitionRefused as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    vectors = pipeline_vector_store(spec.vector_store)
     refusal = p.backfill_refusal(store.indexes, vectors, version)
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
@@ -183,6 +220,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
             print(f"  - {line}")
         print("nothing was changed")
         return 0
+    held = ready_to_promote(store, spec.rollout, request, actor="cli", by_training_run=False)
+    if held is not None:
+        print(f"error: refusing to promote: {held}", file=sys.stderr)
+        return 1
     assert store.pipeline is not None, "the promotion lock is per pipeline: a scoped store"
     lock = p.lock_name(store.pipeline)
     with open_locker(get_settings()).hold(lock, ttl_ms=p.LOCK_TTL_MS, wait_s=p.LOCK_WAIT_S) as lease:
@@ -197,6 +238,19 @@ def cmd_promote(args: argparse.Namespace) -> int:
         )
     print(f"saga {outcome.saga_id}: {outcome.status}")
     return 0 if outcome.status == "done" or (args.compensate and outcome.status == "compensated") else 1
+
+
+def add_operator_arguments(p: argparse.ArgumentParser) -> None:
+    """`--as` and `--key-file`: who an operator's command decides as."""
+    p.add_argument(
+        "--as",
+        dest="actor",
+        default=None,
+        help="the approver id you decide as; optional, and only checked: your operator key says who decides",
+    )
+    p.add_argument(
+        "--key-file", default=None, help="file holding your operator key (default: $RUNTIME_OPS_OPERATOR_KEY)"
+    )
 
 
 def register(sub: Any) -> None:
@@ -214,16 +268,14 @@ def register(sub: Any) -> None:
     for name, approve in (("approve", True), ("reject", False)):
         p = asub.add_parser(name, help=f"{name} a pending request")
         p.add_argument("request_id")
-        p.add_argument(
-            "--as",
-            dest="actor",
-            default=None,
-            help="the approver id you decide as; optional, and only checked: your operator key says who decides",
-        )
-        p.add_argument(
-            "--key-file", default=None, help="file holding your operator key (default: $RUNTIME_OPS_OPERATOR_KEY)"
-        )
+        add_operator_arguments(p)
         p.add_argument("--reason", required=not approve, default=None)
+        if approve:
+            p.add_argument(
+                "--skip-ramp",
+                action="store_true",
+                help="promote without the pipeline's declared ramp (audited as a skip, shown on the page)",
+            )
         p.set_defaults(func=lambda a, approve=approve: _decide(a, approve))
 
     p = sub.add_parser("retrain", help="ask a pipeline for one retrain, as the operator your key names")
@@ -242,4 +294,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--compensate", action="store_true", help="roll back an interrupted promotion instead of finishing it"
     )
+    p.add_argument(
+        "--skip-ramp",
+        action="store_true",
+        help="promote without (the rest of) the declared ramp: an operator's explicit decision, audited",
+    )
+    p.add_argument("--reason", default=None, help="why the ramp is skipped (with --skip-ramp)")
+    add_operator_arguments(p)
     p.set_defaults(func=cmd_promote)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from runtime_ops.approvals.gate import PromotionRefused
+from runtime_ops.approvals.lifecycle_gate import ready_to_promote
 from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.labels import version_label
 from runtime_ops.locks.base import LockError
@@ -67,6 +68,18 @@ def promote(
             return None
         # A refusal is final for this run (a new decision launches a new one): one line, never retried.
         raise dg.Failure(str(exc), allow_retries=False) from None
+    if not config.dry_run:
+        # The lifecycle decides who launches: the training run only what a policy approved and no ramp holds; a
+        # person's approval and a ramp's end are the approvals sensor's (its promotion run carries the approval id).
+        launched = approval_id is not None
+        actor = f"run:{context.run_id}"
+        held = ready_to_promote(store, spec.rollout, request, actor=actor, by_training_run=not launched)
+        if held is not None:
+            if not launched:
+                production = store.registry.alias(PRODUCTION_ALIAS)
+                context.log.info(f"production stays at {version_label(production)}: {held}")
+                return None
+            raise dg.Failure(f"refusing to promote: {held}", allow_retries=False)
     previous = store.registry.alias(PRODUCTION_ALIAS)
     vectors = pipeline_vectors(spec)
     refusal = backfill_refusal(store.indexes, vectors, version)

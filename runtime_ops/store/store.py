@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from runtime_ops.store import integrity
 from runtime_ops.store.approvals.audit import Audit, create_settings_key, settings_key
 from runtime_ops.store.approvals.deadlines import Deadlines
+from runtime_ops.store.approvals.lifecycle import Lifecycle
 from runtime_ops.store.approvals.notifications import Notifications
 from runtime_ops.store.approvals.requests import Requests
 from runtime_ops.store.approvals.votes import Votes
@@ -104,16 +105,25 @@ class StateStore:
         self.query_log = QueryLog(engine, p)
         self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
         self.rollouts = Rollouts(engine, p, self.audit_log)
-        # Production moving ends the rollout that compared a candidate with the old production (same transaction).
-        self.registry = Registry(engine, p, on_production_move=self.rollouts.production_moved_in)
-        self.requests = Requests(engine, p, self.audit_log)
-        self.votes = Votes(engine, p, self.audit_log, self.requests)
-        self.deadlines = Deadlines(engine, p, self.audit_log)
+        self.lifecycle = Lifecycle(engine, p, self.audit_log)
+        # Production moving ends the rollout that compared a candidate with the old production and moves the
+        # candidate's lifecycle (promoted, rolled back), in the alias write's transaction: a move the lifecycle
+        # refuses never happens.
+        self.registry = Registry(engine, p, on_production_move=self._production_moved_in)
+        self.requests = Requests(engine, p, self.audit_log, self.lifecycle)
+        self.votes = Votes(engine, p, self.audit_log, self.requests, self.lifecycle)
+        self.deadlines = Deadlines(engine, p, self.audit_log, self.lifecycle)
         self.notifications = Notifications(engine, p, self.audit_log)
         self.alerts = Alerts(engine, p, self.requests)
         self.effects = Effects(engine, p)
         self.retraining = Retraining(engine, p)
         self.api_keys = ApiKeys(engine, p)  # process-wide: the same keys whatever the scope
+
+    def _production_moved_in(
+        self, conn: Connection, old: int | None, new: int | None, actor: str, approval_id: str | None
+    ) -> None:
+        self.rollouts.production_moved_in(conn, old, new, actor)
+        self.lifecycle.production_moved_in(conn, old, new, actor, approval_id)
 
     def scoped(self, pipeline: str | None) -> StateStore:
         """A store on the same engine for `pipeline` (None: the unscoped view)."""

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from runtime_ops.policies.approvals import escalations_due, reached_tiers, request_tiers
 from runtime_ops.store import schema as t
 from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.lifecycle import Lifecycle
 from runtime_ops.store.approvals.requests import OPEN
 from runtime_ops.store.scope import Repository
 
@@ -19,9 +20,10 @@ _R = t.approval_requests
 
 
 class Deadlines(Repository):
-    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit) -> None:
+    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit, lifecycle: Lifecycle) -> None:
         super().__init__(engine, pipeline)
         self._audit = audit
+        self._lifecycle = lifecycle
 
     def _expire_locked(self, conn: Connection, request: dict[str, Any], now: datetime) -> bool:
         res = conn.execute(
@@ -43,6 +45,9 @@ class Deadlines(Repository):
                 outcome="expired",
                 detail={"expire_at": request["expire_at"].isoformat() if request.get("expire_at") else None},
                 now=now,
+            )
+            self._lifecycle.follow_status_in(
+                conn, request["id"], "expired", actor="deadline", reason="expired without a decision", now=now
             )
         return bool(res.rowcount)
 

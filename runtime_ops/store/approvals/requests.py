@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from runtime_ops.policies.approvals import RequestPolicy
 from runtime_ops.store import schema as t
 from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.lifecycle import Lifecycle
 from runtime_ops.store.engine import upsert, utcnow
 from runtime_ops.store.scope import Repository, row_dict
 
@@ -30,9 +31,10 @@ def new_request_id(now: datetime) -> str:
 
 
 class Requests(Repository):
-    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit) -> None:
+    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit, lifecycle: Lifecycle) -> None:
         super().__init__(engine, pipeline)
         self._audit = audit
+        self._lifecycle = lifecycle
 
     def open_request(
         self,
@@ -121,6 +123,14 @@ class Requests(Repository):
                     detail={"superseded_by": request_id},
                     now=now,
                 )
+                self._lifecycle.follow_status_in(
+                    conn, s.id, "superseded", actor=requested_by, reason=f"superseded by {request_id}", now=now
+                )
+            if target is None and candidate_version is not None:
+                # An approved candidate not yet launched is superseded too: a promotion re-verifies the latest
+                # candidate, so it could never reach production; the lifecycle says so now instead of at promotion.
+                self._lifecycle.supersede_unlaunched_in(conn, request_id, actor=requested_by, now=now)
+                self._lifecycle.open_in(conn, values, now)
             return values, True
 
     def insert_once(

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from runtime_ops.policies.approvals import authorise, tally
 from runtime_ops.store import schema as t
 from runtime_ops.store.approvals.audit import Audit
+from runtime_ops.store.approvals.lifecycle import Lifecycle
 from runtime_ops.store.approvals.requests import OPEN, Requests
 from runtime_ops.store.approvals.writebatch import WriteBatch
 from runtime_ops.store.engine import upsert, utcnow
@@ -63,10 +64,13 @@ class VoteResult:
 
 
 class Votes(Repository):
-    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit, requests: Requests) -> None:
+    def __init__(
+        self, engine: Engine, pipeline: str | None, audit: Audit, requests: Requests, lifecycle: Lifecycle
+    ) -> None:
         super().__init__(engine, pipeline)
         self._audit = audit
         self._requests = requests
+        self._lifecycle = lifecycle
 
     def for_request(self, request_id: str) -> list[dict[str, Any]]:
         with self.tx() as conn:
@@ -137,6 +141,11 @@ class Votes(Repository):
                 claimed = batch.flush(conn)
                 if dedupe_key and not claimed:
                     raise _Redelivery
+                decided = batch.changes.get("status") if batch.changes else None
+                if decided is not None and request is not None:
+                    why = str(batch.changes.get("decision_reason") or f"{decided} by {actor}")
+                    by = str(batch.changes.get("decided_by") or actor)
+                    self._lifecycle.follow_status_in(conn, request_id, decided, actor=by, reason=why, now=now)
                 return result
         except _Redelivery:
             with self.tx() as conn:
@@ -177,6 +186,7 @@ class Votes(Repository):
                 detail={"reason": reason, **detail},
                 now=now,
             )
+            self._lifecycle.follow_status_in(conn, request_id, status, actor=actor, reason=reason, now=now)
             request.update(changes)
             return VoteResult("accepted", f"{request_id} {status} by {actor}", request)
 

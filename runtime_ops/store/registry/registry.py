@@ -70,7 +70,8 @@ def _check_target(conn: Connection, pipeline: str, name: str, target: int) -> No
 
 # Told, inside the alias write's transaction, that production moved (old, new, actor): what depends on production as
 # it was (a rollout comparing a candidate with it) ends with the same commit.
-ProductionMoved = Callable[[Connection, int | None, int | None, str], None]
+# (transaction, old production, new production, actor, the approval request behind the move)
+ProductionMoved = Callable[[Connection, int | None, int | None, str, str | None], None]
 
 
 class Registry(Repository):
@@ -78,9 +79,11 @@ class Registry(Repository):
         super().__init__(engine, pipeline)
         self._on_production_move = on_production_move
 
-    def _moved(self, conn: Connection, name: str, old: int | None, new: int | None, actor: str) -> None:
+    def _moved(
+        self, conn: Connection, name: str, old: int | None, new: int | None, actor: str, approval_id: str | None = None
+    ) -> None:
         if name == PRODUCTION_ALIAS and old != new and self._on_production_move is not None:
-            self._on_production_move(conn, old, new, actor)
+            self._on_production_move(conn, old, new, actor, approval_id)
 
     # ------------------------------------------------------------------ model versions
     def register_model(
@@ -202,7 +205,7 @@ class Registry(Repository):
                         changed_at=now,
                     )
                 )
-                self._moved(conn, name, old, target, actor)
+                self._moved(conn, name, old, target, actor, approval_id)
             return old
 
     def remove_alias(self, name: str, *, actor: str, run_id: str | None = None, fence: int | None = None) -> int | None:

@@ -12,6 +12,7 @@ approvals-sensor tick; a ramp stage's deadline is judged with its evidence inste
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -123,9 +124,11 @@ class Rollouts(Repository):
         production_version: int,
         max_duration: timedelta,
         now: datetime | None = None,
+        then: Callable[[Connection], Any] | None = None,
     ) -> dict[str, Any]:
         """A ramp moves on in one transaction: the rollout beside `approval_id` (if active) ends as `status`, and the
-        canary of stage `stage` at `share` starts, both audited; traffic is never left between two stages."""
+        canary of stage `stage` at `share` starts, both audited; traffic is never left between two stages. `then`
+        runs in the same transaction (the candidate's lifecycle move): its refusal undoes the stage."""
         pipeline = self.owner("start a ramp stage")
         now = now or utcnow()
         try:
@@ -148,6 +151,8 @@ class Rollouts(Repository):
                         "actor": actor,
                     },
                 )
+                if then is not None:
+                    then(conn)
         except IntegrityError as exc:
             raise self._conflict() from exc
         found = self.get(rid)
@@ -192,10 +197,15 @@ class Rollouts(Repository):
         status: str = STOPPED,
         approval_id: str | None = None,
         now: datetime | None = None,
+        then: Callable[[Connection], Any] | None = None,
     ) -> dict[str, Any] | None:
-        """End the active rollout (only the one beside `approval_id` when given), audited; None when there is none."""
+        """End the active rollout (only the one beside `approval_id` when given), audited; None when there is none.
+        `then` runs in the same transaction (the candidate's lifecycle move)."""
         with self.tx() as conn:
-            return self.stop_in(conn, reason=reason, actor=actor, status=status, approval_id=approval_id, now=now)
+            ended = self.stop_in(conn, reason=reason, actor=actor, status=status, approval_id=approval_id, now=now)
+            if then is not None:
+                then(conn)
+            return ended
 
     def stop_in(
         self,
@@ -227,7 +237,9 @@ class Rollouts(Repository):
             return detail
         return None
 
-    def production_moved_in(self, conn: Connection, old: int | None, new: int | None, actor: str) -> None:
+    def production_moved_in(
+        self, conn: Connection, old: int | None, new: int | None, actor: str, approval_id: str | None = None
+    ) -> None:
         """Production moved (inside the alias write's transaction): the rollout compared against the old one ends."""
         what = f"production moved from v{old} to v{new}" if new is not None else f"production v{old} was removed"
         self.stop_in(conn, reason=what, actor=actor)
