@@ -105,7 +105,7 @@ class StateStore:
         self.query_log = QueryLog(engine, p)
         self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
         self.rollouts = Rollouts(engine, p, self.audit_log)
-        self.lifecycle = Lifecycle(engine, p, self.audit_log)
+        self.lifecycle = Lifecycle(engine, p, self.audit_log, on_superseded=self._candidate_superseded_in)
         # Production moving ends the rollout that compared a candidate with the old production and moves the
         # candidate's lifecycle (promoted, rolled back), in the alias write's transaction: a move the lifecycle
         # refuses never happens.
@@ -124,6 +124,14 @@ class StateStore:
     ) -> None:
         self.rollouts.production_moved_in(conn, old, new, actor)
         self.lifecycle.production_moved_in(conn, old, new, actor, approval_id)
+
+    def _candidate_superseded_in(
+        self, conn: Connection, pipeline: str, approval_id: str, reason: str, actor: str
+    ) -> None:
+        # The candidate's own pipeline: a decision may come through an unscoped store (the ops API).
+        Rollouts(self.engine, pipeline, self.audit_log).stop_in(
+            conn, reason=reason, actor=actor, approval_id=approval_id
+        )
 
     def scoped(self, pipeline: str | None) -> StateStore:
         """A store on the same engine for `pipeline` (None: the unscoped view)."""

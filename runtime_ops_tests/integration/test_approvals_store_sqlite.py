@@ -27,10 +27,12 @@ def test_votes_redelivery_and_audit_on_sqlite(tmp_path: Path) -> None:
     events = [(r["event"], r["outcome"]) for r in store.audit_log.records(rid)]
     assert events == [
         ("request_opened", "pending"),
+        ("lifecycle", "pending"),  # the candidate enters its lifecycle with the request
         ("attempt", "recorded"),
         ("attempt", "unauthorised"),
         ("attempt", "accepted"),
         ("decided", "approved"),
+        ("lifecycle", "approved"),  # moved in the decision's transaction
     ]
     assert store.audit_log.records(rid)[-1]["at"].tzinfo is not None
     assert store.audit_log.verify().ok

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from runtime_ops.lifecycle.machine import (
     APPROVED,
     ENDED,
+    EVENTS,
     HALTED,
     PENDING,
     PROMOTED,
@@ -17,7 +18,6 @@ from runtime_ops.lifecycle.machine import (
     RAMPING,
     ROLLED_BACK,
     SUPERSEDED,
-    EVENTS,
     Facts,
     Position,
     TransitionRefused,

@@ -7,6 +7,7 @@ with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from runtime_ops.lifecycle.machine import (
     IN_FLIGHT,
     PROMOTED,
     RAMPING,
+    SUPERSEDED,
     Facts,
     Position,
     TransitionRefused,
@@ -42,10 +44,19 @@ def position_of(row: dict[str, Any]) -> Position:
     return Position(str(row["state"]), row["stage"], bool(row["skip_ramp"]))
 
 
+# (transaction, pipeline, approval id, why, actor): stops the rollout beside a superseded candidate (the store wires
+# Rollouts.stop_in). A rejection, an expiry and a ramp's loss stop theirs where they happen (the compensation, the
+# online gate, the ramp).
+SupersededHook = Callable[[Connection, str, str, str, str], Any]
+
+
 class Lifecycle(Repository):
-    def __init__(self, engine: Engine, pipeline: str | None, audit: Audit) -> None:
+    def __init__(
+        self, engine: Engine, pipeline: str | None, audit: Audit, on_superseded: SupersededHook | None = None
+    ) -> None:
         super().__init__(engine, pipeline)
         self._audit = audit
+        self._on_superseded = on_superseded
 
     # ------------------------------------------------------------------ reads
     def get(self, approval_id: str) -> dict[str, Any] | None:
@@ -131,6 +142,9 @@ class Lifecycle(Repository):
         )
         if done.rowcount != 1:  # another writer moved it between the read and the write
             raise TransitionRefused(before, event, "it moved meanwhile; read it again")
+        if after.state == SUPERSEDED and self._on_superseded is not None:
+            # Nothing of a superseded candidate serves on: its rollout or ramp stage stops in the same transaction.
+            self._on_superseded(conn, str(row["pipeline"]), approval_id, reason, actor)
         self._audit.append_in(
             conn,
             event=EVENT,
