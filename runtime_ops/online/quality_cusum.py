@@ -24,7 +24,11 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-__all__ = ["DEFAULT_DESIGN", "CusumDesign", "QualityCusum"]
+__all__ = ["DEFAULT_DESIGN", "HELPFUL", "JUDGEMENTS", "CusumDesign", "QualityCusum"]
+
+# The feedback signals that judge a shown result (a click is no judgement: users click what turns out useless too).
+HELPFUL = "helpful"
+JUDGEMENTS = (HELPFUL, "not_helpful")
 
 
 @dataclass(frozen=True)
