@@ -4,7 +4,9 @@ Three sources, so the numbers are the same whichever process ran the work and wh
 
 - durable series (`metric_series`): what run workers, sensors and the CLI observed (lock waits, landing lag);
 - SQL aggregates over the state store: approvals (pending, oldest age, decision latency, escalations, expiries),
-  quarantined documents, the oldest landing batch not yet ingested, the shards of re-embedding backfills;
+  quarantined documents, the oldest landing batch not yet ingested, the shards of re-embedding backfills, and
+  production's live quality since its promotion (`QualityTracker`, in `observability/quality.py`: a CUSUM kept
+  between scrapes);
 - Dagster's run and event storage, read incrementally (`DagsterTracker`, in `observability/dagster_metrics.py`):
   step successes and failures, finished runs, queue latency and run duration, labelled with the run's
   `runtime_ops/pipeline` tag ("none" without). The first scrape reads the whole history; later ones only what
@@ -28,6 +30,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from runtime_ops.observability.dagster_metrics import DagsterTracker, InstanceProvider, default_instance_provider
 from runtime_ops.observability.exposition import add_histogram, add_value, family_of
 from runtime_ops.observability.metrics import METRICS
+from runtime_ops.observability.quality import QualityTracker
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.series import decode_labels
 
@@ -49,6 +52,7 @@ class RuntimeOpsCollector(Collector):
         self.scrape_errors: Counter[str] = Counter()
         self._tracker: DagsterTracker | None = None
         self._tracker_ok = False  # whether the last scrape read the Dagster instance
+        self._quality = QualityTracker(store)
         self._lock = threading.Lock()
 
     def describe(self) -> list[Metric]:
@@ -68,6 +72,7 @@ class RuntimeOpsCollector(Collector):
                 ("store", self._series),
                 ("sql", self._aggregates),
                 ("sql", self._backfills),
+                ("quality", lambda: self._quality.families(self.clock())),
                 ("dagster", self._dagster),
             ):
                 try:

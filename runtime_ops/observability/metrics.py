@@ -222,7 +222,34 @@ _BACKFILL_DEFS: tuple[MetricDef, ...] = (
         "sql",
     ),
 )
-_DEFS = (*_DEFS, *_SEARCH_DEFS, *_BACKFILL_DEFS)
+# Live quality of production from its first hour (`observability/quality.py`, `online/quality_cusum.py`): one series
+# per pipeline with a production model, computed from the state store at scrape time (every replica shows the same).
+_QUALITY_DEFS: tuple[MetricDef, ...] = (
+    MetricDef(
+        "runtime_ops_quality_cusum",
+        "gauge",
+        ("pipeline", "model_version"),
+        "CUSUM of production's helpful judgements against its own share since its promotion (the rule "
+        "RetrievalQualityDropped fires at runtime_ops_quality_cusum_threshold); 0 until the reference is large enough.",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_quality_cusum_threshold",
+        "gauge",
+        ("pipeline",),
+        "The level of runtime_ops_quality_cusum that means production's helpful share dropped.",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_quality_reference_helpful_ratio",
+        "gauge",
+        ("pipeline", "model_version"),
+        "Production's helpful share since its promotion (at most a day) minus the last 15 minutes: the CUSUM's "
+        "reference (absent until it holds enough judgements).",
+        "sql",
+    ),
+)
+_DEFS = (*_DEFS, *_SEARCH_DEFS, *_BACKFILL_DEFS, *_QUALITY_DEFS)
 
 # The contract: the names the Grafana dashboard and the Prometheus rules use. Keep them exactly.
 METRIC_NAMES: tuple[str, ...] = tuple(d.name for d in _DEFS)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from runtime_ops.settings import Settings
 from runtime_ops.store.serving.answers import Answers
 from runtime_ops.store.serving.indexes import Indexes
+from runtime_ops.store.serving.judgements import Judgements
 from runtime_ops.store.serving.query_log import QueryLog
 from runtime_ops.store.serving.rollouts import Rollouts
 
@@ -103,6 +104,7 @@ class StateStore:
         self.answers = Answers(engine, p)
         self.inference = InferenceResults(engine, p)
         self.query_log = QueryLog(engine, p)
+        self.judgements = Judgements(engine, p)
         self.audit_log = Audit(engine, p, key=partial(settings_key, settings))
         self.rollouts = Rollouts(engine, p, self.audit_log)
         self.lifecycle = Lifecycle(engine, p, self.audit_log, on_superseded=self._candidate_superseded_in)

@@ -84,7 +84,7 @@ def test_helpful_share_drop_fires_through_prometheus_and_alertmanager_and_rolls_
 ) -> None:  # type: ignore[no-untyped-def]
     token = "am-webhook-secret"
     shipped = yaml.safe_load(EXAMPLE_RULES.read_text())
-    [quality_rule] = [r for r in shipped["rules"] if r.get("match", {}).get("alertname") == QUALITY]
+    [quality_rule] = [r for r in shipped["rules"] if QUALITY in r.get("match_re", {}).get("alertname", "").split("|")]
     assert quality_rule["action"] == "rollback" and quality_rule["preapproved"] is False
     quality_rule["preapproved"] = True  # the shipped file asks a person first; this chain runs unattended
     sensor_rules = tmp_path / "alert_rules.yaml"

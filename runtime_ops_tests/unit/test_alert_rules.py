@@ -40,6 +40,10 @@ def test_the_shipped_example_file_is_valid() -> None:
     rules = load_rules(EXAMPLE_RULES)
     assert [r.action for r in rules.rules] == ["rollback", "reembed", "reembed", "retrain", "notify"]
     assert rules.rules[0].preapproved is False and rules.rules[0].cooldown == timedelta(hours=1)
+    # Both quality alerts (since the promotion, and day over day) roll back through the same rule: one cooldown.
+    for alertname in ("RetrievalQualityDropped", "RetrievalQualityRegressed"):
+        assert rules.match({"alertname": alertname, "severity": "critical"}) == rules.rules[0]
+    assert rules.match({"alertname": "RetrievalQualityDroppedAgain", "severity": "critical"}).action == "notify"
 
 
 def test_first_matching_rule_wins_and_regexes_are_anchored() -> None:

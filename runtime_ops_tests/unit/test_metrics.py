@@ -39,6 +39,9 @@ CONTRACT = {
     "runtime_ops_query_log_dropped_total": ("counter", ("pipeline",)),
     "runtime_ops_index_shards_planned": ("gauge", ("pipeline", "model_version")),
     "runtime_ops_index_shards_filled": ("gauge", ("pipeline", "model_version")),
+    "runtime_ops_quality_cusum": ("gauge", ("pipeline", "model_version")),
+    "runtime_ops_quality_cusum_threshold": ("gauge", ("pipeline",)),
+    "runtime_ops_quality_reference_helpful_ratio": ("gauge", ("pipeline", "model_version")),
 }
 
 
