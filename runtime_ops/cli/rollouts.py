@@ -9,16 +9,16 @@ import json
 import sys
 from typing import Any
 
-from runtime_ops.approvals.operator_controls import (
+from runtime_ops.cli.approvals import add_operator_arguments, authenticate
+from runtime_ops.cli.common import print_table, state_store
+from runtime_ops.components.loading import get_spec
+from runtime_ops.controls.rollouts import (
     OperatorRefusal,
     list_rollouts,
     manual_rollback,
     show_rollout,
     stop_rollout,
 )
-from runtime_ops.cli.approvals import add_operator_arguments, authenticate
-from runtime_ops.cli.common import print_table, state_store
-from runtime_ops.components.loading import get_spec
 from runtime_ops.errors import UserError
 from runtime_ops.labels import version_label
 from runtime_ops.locks.factory import open_locker

@@ -15,14 +15,14 @@ from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.auth import DecideKey, require_scope
 from runtime_ops.api.deps import OpsDep, StoreDep
-from runtime_ops.approvals.operator_controls import (
+from runtime_ops.components.loading import PipelineConfigError, get_spec
+from runtime_ops.controls.rollouts import (
     OperatorRefusal,
     list_rollouts,
     manual_rollback,
     show_rollout,
     stop_rollout,
 )
-from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.locks.factory import open_locker
 from runtime_ops.storable_text import unstorable
 from runtime_ops.vectors.factory import pipeline_vector_store
