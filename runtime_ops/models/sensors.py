@@ -164,8 +164,9 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
         "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "
         "a pending retrain request, or a change of the embedder's declaration (kind, dim, seed, model, endpoint, "
-        "...) or of chunking in defs.yaml; each condition once (run key). One lifecycle run at a time. New documents reach embeddings and the index with the production model "
-        "through declarative automation; documents deleted at the landing leave the index through an index_job run.",
+        "...) or of chunking in defs.yaml; each condition once (run key). One lifecycle run at a time. New "
+        "documents reach embeddings and the index with the production model through declarative automation; documents "
+        "deleted at the landing leave the index through an index_job run.",
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
         store = state.store().scoped(spec.name)

@@ -19,6 +19,7 @@ from runtime_ops.cli.dev import DEV_AUTO_APPROVE_MARGIN
 from runtime_ops.cli.dev_operator import KEY_FILE, ensure_local_operator, operator_key
 from runtime_ops.demo import land_corpus
 from runtime_ops.landing import open_landing
+from runtime_ops.policies.gate_text import changed_lines
 from runtime_ops.settings import get_settings
 from runtime_ops.store import open_store
 from runtime_ops_tests.support.flow import Flow
@@ -58,6 +59,11 @@ def test_the_demos_second_candidate_waits_and_the_printed_command_decides_it(
     verdict = report["verdict"]
     # Better than production, but not by the margin `runtime-ops dev` runs with: a person decides.
     assert verdict["meets_policy"] and not verdict["auto_approve"] and verdict["delta"] > 0, verdict["reason"]
+    # The questions whose results changed most: the reviewed golden set's first, labelled; no keyword bag.
+    changed = verdict["changed_questions"]
+    assert changed and changed[0]["source"] == "reviewed", changed
+    assert {c["source"] for c in changed} <= {"reviewed", "heading"}, changed
+    assert changed_lines(changed)[0].startswith(("better (reviewed): “", "worse (reviewed): “"))
     assert store.registry.alias("production") == 1
 
     # The command as the check prints it, run by a shell-less newcomer with no key of their own in the environment.

@@ -84,7 +84,7 @@ def test_retrain_conditions_set_to_null_are_off(tmp_path: Path, monkeypatch: pyt
     assert should_retrain(retrain_policy(_load(tmp_path, monkeypatch, {}).retrain), PAST_EVERY_THRESHOLD).retrain
     triggers = {"growth_fraction": "growth", "drift_threshold": "drift", "oov_threshold": "oov"}
     off: dict[str, None] = {}
-    for field, trigger in triggers.items():
+    for field in triggers:
         off[field] = None
         spec = _load(tmp_path, monkeypatch, {"retrain": dict(off)})
         assert getattr(spec.retrain, field) is None
