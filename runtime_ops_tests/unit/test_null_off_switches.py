@@ -90,8 +90,11 @@ def test_retrain_conditions_set_to_null_are_off(tmp_path: Path, monkeypatch: pyt
         assert getattr(spec.retrain, field) is None
         decision = should_retrain(retrain_policy(spec.retrain), PAST_EVERY_THRESHOLD)
         assert decision.trigger not in {triggers[name] for name in off}, (off, decision)
-    assert not decision.retrain
-    assert decision.reason.startswith("every retrain condition is off")
+    all_off = should_retrain(
+        retrain_policy(_load(tmp_path, monkeypatch, {"retrain": off}).retrain), PAST_EVERY_THRESHOLD
+    )
+    assert not all_off.retrain
+    assert all_off.reason.startswith("every retrain condition is off")
 
 
 def test_schedules_set_to_null_are_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
