@@ -69,11 +69,12 @@ def _verdict(reason: str) -> str:
     return f"<b id=outcome-words>{escape(words)}</b>" + (f": {escape(rest)}" if rest else "")
 
 
-def _changed_item(direction: str, question: str, ranks: str) -> str:
+def _changed_item(direction: str, source: str, question: str, ranks: str) -> str:
     ranks_html = f" — <span class=ranks>{escape(ranks)}</span>" if ranks else ""
+    source_html = f" <span class=source>({escape(source)})</span>" if source else ""
     return (
-        f"<li class={escape(direction)}><b class={_DIRECTION_CLASS.get(direction, '')}>{escape(direction)}</b>: "
-        f"“{escape(question)}”{ranks_html}</li>"
+        f"<li class={escape(direction)}><b class={_DIRECTION_CLASS.get(direction, '')}>{escape(direction)}</b>"
+        f"{source_html}: “{escape(question)}”{ranks_html}</li>"
     )
 
 

@@ -15,6 +15,7 @@ from runtime_ops.approvals.lifecycle_gate import lifecycle_text, ready_to_promot
 from runtime_ops.approvals.operators import OperatorRefused, operator
 from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
+from runtime_ops.cli.dev_operator import operator_key
 from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.decisions.decide import decide
 from runtime_ops.errors import UserError
@@ -81,8 +82,7 @@ def _operator_key(args: argparse.Namespace) -> str | None:
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
             raise UserError(f"cannot read --key-file {args.key_file}: {why}; name the file holding your key") from None
-    key = get_settings().operator_key
-    return key.get_secret_value() if key else None
+    return operator_key(get_settings())
 
 
 def authenticate(store: StateStore, args: argparse.Namespace, *, request_id: str | None, action: str) -> str | None:

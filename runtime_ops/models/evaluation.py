@@ -15,6 +15,7 @@ from runtime_ops.embedders.registry import load_embedder
 from runtime_ops.labels import version_label
 from runtime_ops.markdown import escape_text, table_row
 from runtime_ops.models.history import EvaluatedVersion, history_markdown, set_label
+from runtime_ops.models.production_queries import METHOD as PRODUCTION_METHOD
 from runtime_ops.models.production_queries import SET_NAME
 from runtime_ops.models.question_set import (
     ALIAS,
@@ -148,16 +149,21 @@ def evaluate_candidate(
     )
     changed: list[dict[str, Any]] = []
     if prod is not None and production_version != candidate_version:
+        # The production queries' changes too (people asked them), each question labelled with where it is from.
+        sets = [(cand, prod, {q.question.id: str(q.provenance.get("method", "")) for q in qs.questions})]
+        if cand_beside is not None and prod_beside is not None:
+            sets.append((cand_beside, prod_beside, {q.id: PRODUCTION_METHOD for q in cand_beside.questions}))
         metric = gate.primary_metric  # judge has checked both models have it, per question
         changed = [
             c.to_dict()
             for c in changed_questions(
-                cand.ranked,
-                prod.ranked,
-                cand.questions,
-                cand.per_question[metric].tolist(),
-                prod.per_question[metric].tolist(),
+                [r for c_set, _, _ in sets for r in c_set.ranked],
+                [r for _, p_set, _ in sets for r in p_set.ranked],
+                [q for c_set, _, _ in sets for q in c_set.questions],
+                [v for c_set, _, _ in sets for v in c_set.per_question[metric].tolist()],
+                [v for _, p_set, _ in sets for v in p_set.per_question[metric].tolist()],
                 depth=max(KS),
+                sources=[source[q.id] for c_set, _, source in sets for q in c_set.questions],
             )
         ]
     interval_dict: dict[str, Any] | None = None

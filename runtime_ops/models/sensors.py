@@ -4,6 +4,7 @@ from typing import Any
 
 import dagster as dg
 
+from runtime_ops.embedders.declaration import declaration_change, declaration_digest, declared_fields, recorded_fields
 from runtime_ops.embedders.token_counts import declared_profile
 from runtime_ops.jobs import AssetJob
 from runtime_ops.pipeline.spec import EmbedderSpec, PipelineSpec, RetrainSpec
@@ -52,23 +53,11 @@ def retrain_policy(spec: RetrainSpec, *, trainable: bool = True) -> RetrainPolic
 
 
 def embedder_switch(spec: EmbedderSpec, latest: dict[str, Any] | None) -> str | None:
-    """What the declared embedder changed from the newest model's (None: the same, or no model yet)."""
+    """What the declared embedder changed from the newest model's (None: the same model, or no model yet): any
+    field that makes other vectors (see `embedders.declaration`), compared by digest."""
     if latest is None:
         return None
-    params = latest.get("params") or {}
-    kind = str(params.get("kind", "lsa"))
-    if kind != spec.kind:
-        return f"the embedder changed from {kind} to {spec.kind}"
-    declared: object = None
-    recorded: object = None
-    if spec.kind == "openai" and spec.openai is not None:
-        declared = (spec.openai.model, spec.openai.dimensions)
-        recorded = (params.get("model"), params.get("dimensions"))
-    elif spec.kind == "sentence_transformers" and spec.sentence_transformers is not None:
-        declared, recorded = spec.sentence_transformers.model, params.get("model")
-    if declared is not None and declared != recorded:
-        return f"the {spec.kind} model changed from {recorded} to {declared}"
-    return None
+    return declaration_change(declared_fields(spec), recorded_fields(latest.get("params") or {}))
 
 
 def chunking_switch(profiles: ChunkingProfiles, spec: PipelineSpec, latest: dict[str, Any] | None) -> str | None:
@@ -174,9 +163,10 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Retrains (train_job) when the pipeline's retrain policy says so: the first model, corpus "
         "growth past retrain.growth_fraction, a landing batch's embedding shift or OOV rate past its threshold, "
-        "a pending retrain request, or a switch of embedder or of chunking in defs.yaml; each condition once (run "
-        "key). One lifecycle run at a time. New documents reach embeddings and the index with the production model "
-        "through declarative automation; documents deleted at the landing leave the index through an index_job run.",
+        "a pending retrain request, or a change of the embedder's declaration (kind, dim, seed, model, endpoint, "
+        "...) or of chunking in defs.yaml; each condition once (run key). One lifecycle run at a time. New "
+        "documents reach embeddings and the index with the production model through declarative automation; documents "
+        "deleted at the landing leave the index through an index_job run.",
     )
     def corpus_sensor(context: dg.SensorEvaluationContext, state: StateStoreResource) -> dg.RunRequest | dg.SkipReason:
         store = state.store().scoped(spec.name)
@@ -196,7 +186,8 @@ def build_corpus_sensor(spec: PipelineSpec, train_job: AssetJob, index_job: Asse
         switched = embedder_switch(spec.embedder, latest)
         if switched:
             revision = store.ledger.corpus_revision()
-            return retrain("embedder", f"retrain:embedder:{spec.embedder.kind}:rev{revision}", switched)
+            digest = declaration_digest(declared_fields(spec.embedder))[:16]
+            return retrain("embedder", f"retrain:embedder:{digest}:rev{revision}", switched)
         try:
             rechunked = chunking_switch(store.profiles, spec, latest)
         except ValueError as exc:  # the declared model is not on this host, or a window it cannot read

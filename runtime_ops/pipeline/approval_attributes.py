@@ -3,6 +3,8 @@ escalation chain)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import dagster as dg
 from pydantic import Field, field_validator
 
@@ -28,10 +30,8 @@ class ApprovalAttributes(dg.Resolvable, dg.Model):
     escalation_approvers: list[str] | None = Field(
         default=None, description="Who is asked after escalate_after. Default: RUNTIME_OPS_ESCALATION_APPROVERS."
     )
-    required_approvals: int | None = Field(
+    required_approvals: Annotated[int, Field(ge=1, le=20)] | None = Field(
         default=None,
-        ge=1,
-        le=20,
         description="Distinct approvals needed (M of N). Default: RUNTIME_OPS_REQUIRED_APPROVALS.",
     )
     escalate_after: str | None = Field(

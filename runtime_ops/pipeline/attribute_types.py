@@ -8,7 +8,11 @@ from typing import Annotated
 import dagster as dg
 from pydantic import Field
 
+# Constraints go inside the type: Dagster's resolution applies a Field's own constraints to `None` as well, so
+# `x: int | None = Field(gt=0)` fails on `x: null` with a raw TypeError; `Positive | None` accepts it.
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+Positive = Annotated[int, Field(gt=0)]
+EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 
 
 class EnvRef(dg.Resolvable, dg.Model):

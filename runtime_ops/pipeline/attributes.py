@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from runtime_ops.durations import parse_duration
 from runtime_ops.pipeline.approval_attributes import ApprovalAttributes
-from runtime_ops.pipeline.attribute_types import EnvRef, Fraction, http_url, secret_ref
+from runtime_ops.pipeline.attribute_types import EnvName, EnvRef, Fraction, Positive, http_url, secret_ref
 from runtime_ops.pipeline.chunking_attributes import ChunkingAttributes
 from runtime_ops.pipeline.embedder_attributes import EmbedderAttributes
 from runtime_ops.pipeline.gate_attributes import GateAttributes
@@ -37,17 +37,15 @@ class LandingAttributes(dg.Resolvable, dg.Model):
         description="SQS queue with the bucket's S3 event notifications (event mode). Default: "
         "RUNTIME_OPS_SQS_QUEUE_URL.",
     )
-    batch_max_objects: int | None = Field(
+    batch_max_objects: Annotated[int, Field(gt=0, le=25_000)] | None = Field(
         default=None,
-        gt=0,
-        le=25_000,
         description="Most objects per landing batch. Default: RUNTIME_OPS_BATCH_MAX_OBJECTS.",
     )
-    scan_max_keys: int | None = Field(
-        default=None, gt=0, description="Most keys listed per sensor tick. Default: RUNTIME_OPS_SCAN_MAX_KEYS."
+    scan_max_keys: Positive | None = Field(
+        default=None, description="Most keys listed per sensor tick. Default: RUNTIME_OPS_SCAN_MAX_KEYS."
     )
-    max_document_bytes: int | None = Field(
-        default=None, gt=0, description="Larger objects are quarantined. Default: RUNTIME_OPS_MAX_DOCUMENT_BYTES."
+    max_document_bytes: Positive | None = Field(
+        default=None, description="Larger objects are quarantined. Default: RUNTIME_OPS_MAX_DOCUMENT_BYTES."
     )
     reconcile_every: str | None = Field(
         default=None,
@@ -136,17 +134,13 @@ class RetrainAttributes(dg.Resolvable, dg.Model):
     """When the corpus sensor retrains instead of on every landing batch; `null` turns a condition off. The
     retrain schedule (schedules.retrain_cron) retrains regardless."""
 
-    growth_fraction: float | None = Field(
+    growth_fraction: Annotated[float, Field(gt=0.0, le=100.0)] | None = Field(
         default=0.2,
-        gt=0.0,
-        le=100.0,
         description="Retrain once the corpus has grown by this fraction of the chunks the newest model was trained "
         "on (0.2: 20% more chunks). null: growth never triggers a retrain.",
     )
-    drift_threshold: float | None = Field(
+    drift_threshold: Annotated[float, Field(gt=0.0, le=2.0)] | None = Field(
         default=0.25,
-        gt=0.0,
-        le=2.0,
         description="Retrain when a landing batch embedded with the production model since the newest model has "
         "an embedding shift (1 - cosine between the batch's mean vector and the corpus centroid) of at least "
         "this. null: off.",
@@ -183,9 +177,8 @@ class VectorStoreAttributes(dg.Resolvable, dg.Model):
         "(pgvector; the same database as the state store is fine). No password here: use url_env for a URL that "
         "carries one. Default: RUNTIME_OPS_VECTOR_STORE, else lance://RUNTIME_OPS_HOME/vectors.",
     )
-    url_env: str | None = Field(
+    url_env: EnvName | None = Field(
         default=None,
-        pattern=r"^[A-Z_][A-Z0-9_]*$",
         description="Name of the environment variable holding the vector store's URL (read when a run needs it).",
     )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import dagster as dg
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -13,17 +15,14 @@ class ChunkingAttributes(dg.Resolvable, dg.Model):
     sentence-transformers its window (max_seq_length, e.g. 256 for all-MiniLM-L6-v2) with an eighth of it
     shared; an endpoint 512 estimated tokens; lsa 1,200 characters with 150 shared, as before."""
 
-    max_tokens: int | None = Field(
+    max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=1_000_000)] | None = Field(
         default=None,
-        ge=MIN_TOKENS,
-        le=1_000_000,
         description="Most tokens a chunk counts, shared context and the model's special tokens included, as the "
         "embedder's tokenizer counts them (an endpoint model and lsa: estimated, one per 3 bytes of UTF-8). At most "
         "the embedder's window. Default: the window (sentence-transformers), 512 (openai), lsa: 1,200 characters.",
     )
-    overlap_tokens: int | None = Field(
+    overlap_tokens: Annotated[int, Field(ge=0)] | None = Field(
         default=None,
-        ge=0,
         description="Tokens of shared context each chunk repeats from the previous one (below max_tokens). "
         "Default: an eighth of max_tokens.",
     )

@@ -127,6 +127,11 @@ def test_make_dev_in_a_terminal_prints_no_warning_and_ctrl_c_mid_run_exits_0_lea
         assert [line for line in console.splitlines() if NOISE.search(line)] == []
         assert [line for line in console.splitlines() if IDLE_TICK.search(line)] == []
         assert "Dagster UI: http://" in console
+        # The local operator's key is made on the first start (its file named, never the key), so the "Decide with"
+        # command a pending check prints works as printed.
+        assert f"is in {home / 'operator_key'}" in console
+        key = (home / "operator_key").read_text().strip()
+        assert key and key not in console
     finally:
         if make.poll() is None or session_processes(make.pid):
             for p in session_processes(make.pid):

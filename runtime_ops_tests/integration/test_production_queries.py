@@ -176,6 +176,10 @@ def test_positive_feedback_becomes_a_set_reported_beside_the_others(traffic: Tra
     assert beside["production_metrics"]["questions"] == 4.0
     assert report["verdict"]["provenance"] == {"reviewed": 4} and report["verdict"]["question_set"] != version
     assert report["verdict"]["reason"].startswith(("better", "worse", "no detectable"))  # judged on reviewed ones
+    # The questions whose results changed most are the people's: reviewed ones and these queries, each labelled.
+    changed = report["verdict"]["changed_questions"]
+    assert {c["source"] for c in changed} == {"reviewed", "production_query"}, changed
+    assert {c["question"] for c in changed if c["source"] == "production_query"} <= set(expected), changed
     markdown = report["markdown"]
     assert (
         "| production queries: ndcg@10 |" in markdown and "| production queries: questions | 4 | 4 | +0 |" in markdown

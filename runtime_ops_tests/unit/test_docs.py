@@ -402,3 +402,12 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     assert [p.split(": ")[0] for p in named_path_problems([page])] == ["docs/sample.md:4"]
     assert [p.split(": ")[0] for p in bare_call_problems([page])] == ["docs/sample.md:6"]
     assert [p.split(": ")[0] for p in variable_problems([broken, page])] == ["docs/sample.md:4"]
+
+
+def test_the_readme_names_every_pipeline_make_dev_runs() -> None:
+    """A newcomer meets each built-in pipeline's approval link on the `make dev` console: the README says what it
+    is, linking its defs.yaml."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    declared = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "runtime_ops" / "defs").glob("*/defs.yaml"))
+    assert declared, "no built-in pipeline found"
+    assert [path for path in declared if f"]({path})" not in readme] == []

@@ -172,3 +172,34 @@ def test_the_outcome_words_lead_the_reason_and_can_be_set_apart() -> None:
         "first model",
         "no production model to compare against",
     )
+
+
+def test_questions_people_wrote_or_asked_come_first_and_keyword_bags_never_show() -> None:
+    # The demo's walk: generated keyword bags moved most, the reviewed and production questions never showed.
+    questions = [
+        _Q("gen-1", "print_stats self sort 1 file create_stats runctx", ("profile.md",)),
+        _Q("rev-1", "how do I profile a function", ("profile.md",)),
+        _Q("prod-1", "pretty print json", ("json.md",)),
+        _Q("gen-2", "Reading and writing CSV files", ("csv.md",)),
+    ]
+    sources = ["inverse_cloze", "reviewed", "production_query", "heading"]
+    ranked = [["profile.md"], ["x", "profile.md"], ["json.md"], ["csv.md"]]
+    before = [["x"], ["x", "y", "profile.md"], ["y", "json.md"], ["y", "z", "csv.md"]]
+    # The keyword bag and the heading moved most; the people's questions a little.
+    cand, prod = [1.0, 0.6, 1.0, 1.0], [0.0, 0.5, 0.6, 0.0]
+    changed = changed_questions(ranked, before, questions, cand, prod, sources=sources)
+    assert [(c.id, c.source) for c in changed] == [
+        ("prod-1", "production_query"),
+        ("rev-1", "reviewed"),
+        ("gen-2", "heading"),
+    ]
+    assert changed[0].to_dict()["source"] == "production_query"
+    assert changed_lines([c.to_dict() for c in changed]) == [
+        "better (production query): “pretty print json” — json.md: 2 → 1",
+        "better (reviewed): “how do I profile a function” — profile.md: 3 → 2",
+        "better (generated from a heading): “Reading and writing CSV files” — csv.md: 3 → 1",
+    ]
+    # Only keyword bags changed: nothing is shown rather than a question nobody asks.
+    assert changed_questions(ranked[:1], before[:1], questions[:1], cand[:1], prod[:1], sources=sources[:1]) == []
+    with pytest.raises(ValueError, match="sources"):
+        changed_questions(ranked, before, questions, cand, prod, sources=sources[:2])
