@@ -190,6 +190,14 @@ class Rollouts(Repository):
             q = select(_RO).where(*mine).order_by(_RO.c.id.desc())
             return row_dict(conn.execute(q.limit(1)).first())
 
+    def activity(self) -> tuple[list[str], list[dict[str, Any]]]:
+        """The pipelines (of this scope) that ever had a rollout, and their active rollouts: what the rollout
+        gauges of `/metrics` show."""
+        with self.tx() as conn:
+            pipelines = conn.execute(select(_RO.c.pipeline).where(self.owned(_RO)).distinct()).scalars().all()
+            active = conn.execute(select(_RO).where(_RO.c.status == ACTIVE, self.owned(_RO))).all()
+        return sorted(str(p) for p in pipelines), [dict(r._mapping) for r in active]
+
     def history(self, limit: int = 20) -> list[dict[str, Any]]:
         with self.tx() as conn:
             q = select(_RO).where(self.owned(_RO)).order_by(_RO.c.id.desc()).limit(limit)
