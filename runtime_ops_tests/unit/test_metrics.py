@@ -39,6 +39,14 @@ CONTRACT = {
     "runtime_ops_query_log_dropped_total": ("counter", ("pipeline",)),
     "runtime_ops_index_shards_planned": ("gauge", ("pipeline", "model_version")),
     "runtime_ops_index_shards_filled": ("gauge", ("pipeline", "model_version")),
+    "runtime_ops_rollout_active": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_mode": ("gauge", ("pipeline", "mode")),
+    "runtime_ops_rollout_share": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_stage": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_decisive_queries": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_min_queries": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_preference": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_verdict": ("gauge", ("pipeline", "verdict")),
 }
 
 
