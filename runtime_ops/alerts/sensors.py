@@ -15,6 +15,7 @@ from runtime_ops import clock
 from runtime_ops.alerts.rules import RuleFileError, load_rules
 from runtime_ops.alerts.webhook import alert_key
 from runtime_ops.approvals.requests import request_policy
+from runtime_ops.approvals.rollback_facts import BEFORE_WINDOW, EVIDENCE_KEY, NOW_WINDOW, HelpfulShare, RollbackFacts
 from runtime_ops.models.sensors import active_lifecycle_run
 from runtime_ops.observability.steps import RUN_LOGGER_CONFIG
 from runtime_ops.pipeline.spec import PipelineSpec
@@ -251,6 +252,7 @@ class _Tick:
             eval_report_id=report["id"],
             policy=request_policy(self.spec),
             now=now,
+            evidence={EVIDENCE_KEY: self._facts(alert, rule.name, current, target, now).to_json()},
         )
         detail = f"roll production back v{current} -> v{target}: waiting for approval request {request['id']}"
         if self.store.alerts.set_alert_action(
@@ -263,6 +265,24 @@ class _Tick:
             **values,
         ):
             self.say(f"alert #{alert['id']} {alert['alertname']}: {detail}", warn=True)
+
+    def _facts(self, alert: dict[str, Any], rule: str, current: int, target: int, now: datetime) -> RollbackFacts:
+        """What the rollback's request shows: the alert, and production's helpful share in the last 30 minutes
+        against the day before (the windows of the shipped quality rule), read from the query log's feedback."""
+        split = now - NOW_WINDOW
+        return RollbackFacts(
+            pipeline=self.spec.name,
+            alertname=alert["alertname"] or alert["fingerprint"],
+            alert_id=int(alert["id"]),
+            rule=rule,
+            summary=str((alert.get("annotations") or {}).get("summary") or ""),
+            fired_at=alert["starts_at"],
+            from_version=current,
+            to_version=target,
+            now=HelpfulShare(*self.store.query_log.judgements(split, now)),
+            before=HelpfulShare(*self.store.query_log.judgements(split - BEFORE_WINDOW, split)),
+            measured_at=now,
+        )
 
 
 def build_alert_sensor(spec: PipelineSpec, jobs: list[Any]) -> dg.SensorDefinition:

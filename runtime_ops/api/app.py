@@ -67,6 +67,7 @@ from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
 from runtime_ops.components.loading import load_specs
 from runtime_ops.observability.logs import register_settings_secrets
+from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import Settings, get_settings
@@ -129,7 +130,16 @@ def create_app(
     app.add_middleware(Disconnects)
     app.state.ops = ops
     app.state.store = ops.store
-    metrics.install_metrics(app, ops.store, dagster_instance, ops.now)
+    announcer = ops.announcer
+    metrics.install_metrics(
+        app,
+        ops.store,
+        dagster_instance,
+        ops.now,
+        lambda pipeline, ramp: (
+            announcer.stage_min_queries(pipeline) if ramp else announcer.online_policy(pipeline).min_queries
+        ),
+    )
     search.install_search(app, ops, app.state.metrics_registry)
     app.state.warmup = ServingWarmup(app.state.searchers)
     for module in (
@@ -203,6 +213,9 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         notifier,
         sensor_interval_s=sensor_interval(settings),
         online_policy=lambda pipeline: specs[pipeline].gate.online if pipeline in specs else OnlinePolicy(),
+        stage_min_queries=lambda pipeline: (
+            (specs[pipeline].rollout if pipeline in specs else RolloutSpec()).min_queries
+        ),
     )
     signature = None
     if settings.slack_signing_secret:

@@ -6,7 +6,7 @@ from html import escape
 from urllib.parse import quote
 
 from runtime_ops.approvals.links import display_name
-from runtime_ops.approvals.slack.blocks import RequestView
+from runtime_ops.approvals.slack.blocks import RequestView, title
 from runtime_ops.policies.gate_text import CHANGED_HEADING, changed_parts, verdict_parts
 
 _STYLE = """
@@ -158,6 +158,32 @@ def _asset_evidence(view: RequestView) -> str:
     )
 
 
+def _rollback_evidence(view: RequestView) -> str:
+    """An alert's rollback: the alert, the live evidence, the versions, and what approving and rejecting do."""
+    assert view.rollback is not None
+    rows = "".join(
+        f"<tr id=rollback-{label.lower().replace(' ', '-')}><th>{escape(label)}</th><td>{escape(line)}</td></tr>"
+        for label, line in view.rollback.lines()  # labels are ours, not input
+    )
+    return f"<div class='card verdict' id=rollback><span class=label>Rollback</span><table>{rows}</table></div>"
+
+
+def _stages(view: RequestView) -> str:
+    """The ramp after approval, stage by stage with its counts, interval and verdict."""
+    if not view.stages:
+        return ""
+    items = "".join(f"<li>{escape(line)}</li>" for line in view.stages)
+    return f"<div class=card id=ramp><span class=label>Ramp</span><ul>{items}</ul></div>"
+
+
+def _request_evidence(view: RequestView) -> str:
+    if view.target is not None:
+        return _asset_evidence(view)
+    if view.rollback is not None:
+        return _rollback_evidence(view)
+    return _promotion_evidence(view) + _stages(view)
+
+
 def _promotion_evidence(view: RequestView) -> str:
     return f"""<div class="card verdict"><span class=label>Evaluation verdict</span>
 <div id=verdict>{_verdict(view.verdict)}</div>
@@ -177,18 +203,14 @@ def evidence_page(view: RequestView, approver: str) -> str:
             f"{': ' + escape(names) if names else ''}.</p>"
         )
     expires = view.expires_at
-    title = (
-        f"Approve {view.target}?"
-        if view.target is not None
-        else f"Promote model v{view.candidate_version} to production?"
-    )
+    question = title(view)
     owner = "Gate" if view.target is not None else "Pipeline"
     body = f"""
-<h1>{escape(title)}</h1>
+<h1>{escape(question)}</h1>
 <p class=sub>{owner} <b id=pipeline>{escape(view.pipeline or "demo")}</b> · approval request
 <code>{escape(view.request_id)}</code> · you are <b id=approver>{escape(display_name(approver))}</b>
 {f"· expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""}</p>
-{_asset_evidence(view) if view.target is not None else _promotion_evidence(view)}
+{_request_evidence(view)}
 {_dagster_links(view)}
 {progress}
 <div class=card><form method=post>
@@ -213,5 +235,7 @@ def decision_page(title: str, message: str, view: RequestView, kind: str = "ok")
         body += (
             f"<div class=card id=next><span class=label>What happens next</span>{escape(view.next_step)}{watch}</div>"
         )
-    body += _dagster_links(view)
+    if view.rollback is not None:
+        body += _rollback_evidence(view)
+    body += _stages(view) + _dagster_links(view)
     return _page(title, body)

@@ -19,20 +19,23 @@ from urllib.parse import urlencode
 from runtime_ops.approvals import links
 from runtime_ops.approvals.asset_view import asset_view
 from runtime_ops.approvals.deadlines import run_deadlines
+from runtime_ops.approvals.evidence_doc import evidence_doc, stage_results
 from runtime_ops.approvals.gate import subject_label
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.online_gate import request_evidence
 from runtime_ops.approvals.ramp import ramp_held, ramp_text
-from runtime_ops.approvals.requests import CANARY_COMPENSATION
+from runtime_ops.approvals.rollback_facts import rollback_facts
 from runtime_ops.approvals.slack.blocks import RequestView, request_fields
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
+from runtime_ops.approvals.view_text import evaluated_on, next_step, view_state
+from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.policies.gate_text import interval_text
 from runtime_ops.settings import get_settings
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.alerts import ALERT_SENSOR_LAUNCHES
-from runtime_ops.tags import APPROVAL_TAG, CANARY_ALIAS
+from runtime_ops.tags import APPROVAL_TAG
 
 if TYPE_CHECKING:
     from runtime_ops.resources.approvals import ApprovalsResource
@@ -52,68 +55,6 @@ def sensor_interval(settings: Settings) -> int:
     return settings.sensor_seconds(SENSOR_INTERVAL_S)
 
 
-def evaluated_on(report: dict[str, Any]) -> tuple[str, int | None]:
-    """The evaluation set a report's numbers were scored on: its version (first 12 hex chars; "" for reports
-    from before sets were versioned) and how many of its questions were scored (None when unknown)."""
-    version = str((report.get("verdict") or {}).get("question_set") or "")[:12]
-    if report.get("questions") is not None:
-        return version, len(report["questions"])
-    # A stored report row keeps no question ids (only their digest); scoring records their count as a metric.
-    count = (report.get("candidate_metrics") or {}).get("questions")
-    if count is None:
-        count = ((report.get("verdict") or {}).get("interval") or {}).get("n")
-    return version, int(count) if count is not None else None
-
-
-def next_step(
-    request: dict[str, Any], *, production_version: int | None, approvals: int, interval_s: int, ramp: str = ""
-) -> str:
-    """What the votes recorded on `request` set in motion, and when; "" before the first vote. `ramp`: what its
-    ramp after approval says (`approvals/ramp.py`), which is the next step of an approved request that has one."""
-    status = request["status"]
-    if status == "approved" and ramp:
-        return ramp
-    soon = f"within ~{interval_s} s"
-    target = f"v{request['candidate_version']}"
-    launched = request.get("promotion_run_id")
-    # A rollback's request is decided here, but its run is the alert sensor's to launch (store.alerts).
-    rollback = launched == ALERT_SENSOR_LAUNCHES
-    if status == "approved":
-        then = f"production moves to {target} when that run succeeds."
-        if rollback:
-            return f"The alert sensor launches the rollback run on its next tick; {then}"
-        if launched:
-            return f"Run {launched} was launched for this decision; {then}"
-        return f"The approvals sensor launches the promotion run {soon}; {then}"
-    if status in ("rejected", "expired"):
-        if rollback:
-            return "Production stays as it is; no rollback run starts."
-        text = (
-            f"Production stays on v{production_version} and no promotion run starts."
-            if production_version is not None
-            else "No promotion run starts (there is no production model yet)."
-        )
-        if request.get("compensation") == CANARY_COMPENSATION:
-            text += (
-                f" The {CANARY_ALIAS} alias was removed."
-                if request.get("compensated_at")
-                else f" The approvals sensor removes the {CANARY_ALIAS} alias {soon}."
-            )
-        return text
-    required = int(request.get("required_approvals") or 1)
-    if status == "pending" and approvals:
-        left = required - approvals
-        return f"{left} more approval{'s' if left != 1 else ''} needed; nothing is promoted until then."
-    return ""
-
-
-def view_state(request: dict[str, Any], approvals: int, stages: list[dict[str, Any]] | None = None) -> str:
-    """What a message shows, in the 16 characters `slack_status` keeps: a message whose state differs is updated. A
-    ramp adds its last stage and that stage's status initial (`2a`: stage 2 active; `0r`: rolled back at stage 0)."""
-    ramp = f"|{stages[-1]['stage']}{stages[-1]['status'][0]}" if stages else ""
-    return f"{request['status']}|{approvals}|{int(bool(request.get('escalated_at')))}{ramp}"
-
-
 @dataclass
 class Announcer:
     store: StateStore
@@ -125,6 +66,8 @@ class Announcer:
     sensor_interval_s: int = SENSOR_INTERVAL_S
     # The online policy of a request's pipeline (`gate.online`): its min_queries is what the evidence shown counts to.
     online_policy: Callable[[str], OnlinePolicy] = field(default=lambda _: OnlinePolicy())
+    # The queries a ramp stage of a pipeline needs before its verdict counts (`rollout.min_queries`).
+    stage_min_queries: Callable[[str], int] = field(default=lambda _: RolloutSpec().min_queries)
 
     # -------------------------------------------------------------- Dagster UI links: built here only
     def run_url(self, run_id: str | None) -> str | None:
@@ -159,10 +102,11 @@ class Announcer:
         question_set, questions = evaluated_on(report)
         stages = self.store.rollouts.stages(request["id"])
         ramp = ramp_text(request, stages)
+        facts = rollback_facts(request)
         return RequestView(
             **request_fields(request, approvals),
             candidate_version=request["candidate_version"],
-            production_version=report.get("production_version"),
+            production_version=facts.from_version if facts is not None else report.get("production_version"),
             metrics=[(name, float(value), prod.get(name)) for name, value in cand.items() if name != "questions"],
             verdict=(report.get("verdict") or {}).get("reason", ""),
             interval=interval_text((report.get("verdict") or {}).get("interval")),
@@ -183,6 +127,19 @@ class Announcer:
                 interval_s=self.sensor_interval_s,
                 ramp=ramp,
             ),
+            rollback=facts,
+            stages=[r.line() for r in stage_results(self.store, stages, self.stage_min_queries(pipeline))],
+        )
+
+    def evidence(self, request: dict[str, Any], *, live: bool = True) -> dict[str, Any] | None:
+        """`request`'s evidence as JSON (`approvals/evidence_doc.py`), under its pipeline's policies."""
+        pipeline = request.get("pipeline") or "demo"
+        return evidence_doc(
+            self.store,
+            request,
+            online=self.online_policy(pipeline),
+            stage_min_queries=self.stage_min_queries(pipeline),
+            live=live,
         )
 
     def approvers(self, request: dict[str, Any], *, escalation: bool = False) -> list[str]:
@@ -281,7 +238,7 @@ class Announcer:
             "channel": channel,
             "ts": ts,
             "links_for": approvers,
-            "slack_status": view_state(request, len(view.approvals)),
+            "slack_status": view_state(request, len(view.approvals), None, self._verdict(request)),
         }
 
     def announce_escalation(self, request: dict[str, Any], now: datetime) -> None:
@@ -342,7 +299,7 @@ class Announcer:
         # The state first, from the votes and the ramp's stages alone: building the view reads the report and the
         # online evidence (every record of the rollout beside the request), which only a message that changed needs.
         approvals = sum(1 for v in self.store.votes.for_request(request["id"]) if v["vote"] == "approve")
-        state = view_state(request, approvals, self.store.rollouts.stages(request["id"]))
+        state = view_state(request, approvals, self.store.rollouts.stages(request["id"]), self._verdict(request))
         if state == request.get("slack_status"):
             return False
         view = self.view(request)
@@ -351,9 +308,22 @@ class Announcer:
         self.store.scoped(request["pipeline"]).notifications.set_slack_status(request["id"], state)
         return True
 
+    def _verdict(self, request: dict[str, Any]) -> str | None:
+        """The online verdict a pending request's message shows (None: no rollout beside it, or decided: a decided
+        message changes with its status and ramp stages, not with evidence that no longer decides)."""
+        if request["status"] != "pending" or request.get("target") is not None:
+            return None
+        if self.store.rollouts.for_request(request["id"]) is None:  # one indexed read before any evidence
+            return None
+        return request_evidence(self.store, request, self.online_policy(request.get("pipeline") or "demo")).verdict
+
 
 def announcer_for(
-    resource: ApprovalsResource, store: StateStore, slack_channel: str | None, online: OnlinePolicy | None = None
+    resource: ApprovalsResource,
+    store: StateStore,
+    slack_channel: str | None,
+    online: OnlinePolicy | None = None,
+    rollout: RolloutSpec | None = None,
 ) -> Announcer:
     """The announcer of one pipeline's requests: Slack when a bot token and the pipeline's channel are set,
     else signed links in the log. Secrets come from the settings at run time, never from resource config."""
@@ -370,4 +340,5 @@ def announcer_for(
         notifier=notifier,
         sensor_interval_s=sensor_interval(settings),
         online_policy=lambda _: online or OnlinePolicy(),
+        stage_min_queries=lambda _: (rollout or RolloutSpec()).min_queries,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runtime_ops.approvals.rollback_facts import rollback_facts
 from runtime_ops.command_hint import cli
 from runtime_ops.observability import tracing
 from runtime_ops.policies.approvals import RequestPolicy
@@ -62,9 +63,10 @@ def decide_command(request_id: str) -> str:
 
 def subject_label(request: dict[str, Any]) -> str:
     """How every channel names what a request approves: "candidate v3" for a model promotion,
-    "scoring/ticket_labels (digest ab12cd34ef56…)" for a gated asset."""
+    "scoring/ticket_labels (digest ab12cd34ef56…)" for a gated asset, "rollback v4 -> v2" for an alert's rollback."""
     if request.get("target") is None:
-        return f"candidate v{request['candidate_version']}"
+        facts = rollback_facts(request)
+        return facts.label() if facts is not None else f"candidate v{request['candidate_version']}"
     return f"{request['target']} (digest {str(request['candidate_digest'])[:12]}…)"
 
 

@@ -14,14 +14,17 @@ from runtime_ops.approvals.gate import PromotionRefused, subject_label
 from runtime_ops.approvals.lifecycle_gate import lifecycle_text, ready_to_promote, skip_ramp
 from runtime_ops.approvals.operators import OperatorRefused, operator
 from runtime_ops.approvals.requests import verify_promotion
+from runtime_ops.approvals.rollback_facts import rollback_facts
 from runtime_ops.cli.common import default_actor, print_table, request_store, state_store
 from runtime_ops.cli.dev_operator import operator_key
+from runtime_ops.cli.request_evidence import evidence_json, evidence_lines
 from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.decisions.decide import decide
 from runtime_ops.errors import UserError
 from runtime_ops.lifecycle.machine import TransitionRefused
 from runtime_ops.locks.factory import open_locker
 from runtime_ops.models.sensors import request_retrain
+from runtime_ops.online.stage_results import ramp_outcome
 from runtime_ops.saga.engine import plan, run
 from runtime_ops.settings import get_settings
 from runtime_ops.vectors.factory import pipeline_vector_store
@@ -31,16 +34,25 @@ if TYPE_CHECKING:
 
 
 def cmd_approvals_list(args: argparse.Namespace) -> int:
+    """Every request with what it approves and, for a model candidate, where its ramp ended: "approved" with ramp
+    "-" was promoted without one, "rolled back" or "halted" never promoted."""
     store = state_store(args.pipeline) if args.pipeline else state_store()
     rows = store.requests.list_requests(status=args.status)
+    stages = store.rollouts.stages_by_request([r["id"] for r in rows])
     if args.json:
+        for r in rows:
+            r["evidence"] = evidence_json(store, r, live=False)
         print(json.dumps(rows, default=str, indent=2))
         return 0
     for r in rows:
         r["digest"] = r["candidate_digest"][:12]
-        # What it approves: a model promotion's candidate, or an asset gate's materialization.
-        r["candidate"] = f"v{r['candidate_version']}" if r.get("target") is None else r["target"]
-    print_table(rows, ["id", "pipeline", "status", "kind", "candidate", "digest", "created_at", "decided_by"])
+        # What it approves: a model promotion's candidate, an alert's rollback, or an asset gate's materialization.
+        facts = rollback_facts(r)
+        r["candidate"] = (
+            facts.label() if facts else f"v{r['candidate_version']}" if r.get("target") is None else r["target"]
+        )
+        r["ramp"] = ramp_outcome(stages.get(r["id"], []))
+    print_table(rows, ["id", "pipeline", "status", "kind", "candidate", "ramp", "digest", "created_at", "decided_by"])
     return 0
 
 
@@ -52,19 +64,32 @@ def cmd_approvals_show(args: argparse.Namespace) -> int:
     if request is None:
         raise UserError(f"no approval request {args.request_id!r}; list them with: runtime-ops approvals list")
     lifecycle = lifecycle_text(store, request["id"])
+    evidence = evidence_json(store, request)
     if args.json:
         votes = store.votes.for_request(request["id"])
-        print(json.dumps({**request, "lifecycle": lifecycle, "votes": votes}, default=str, indent=2))
+        shown = {**request, "lifecycle": lifecycle, "evidence": evidence, "votes": votes}
+        print(json.dumps(shown, default=str, indent=2))
         return 0
-    print(f"{request['id']}: {subject_label(request)} · {request['status']} ({request['kind']})")
+    facts = rollback_facts(request)
+    if facts is not None:
+        print(f"{request['id']}: {facts.title()} · {request['status']} ({request['kind']})")
+    else:
+        print(f"{request['id']}: {subject_label(request)} · {request['status']} ({request['kind']})")
     if lifecycle is not None:
         print(f"  candidate: {lifecycle}")
     print(f"  {'gate' if request.get('target') is not None else 'pipeline'}: {request['pipeline']}")
     print(f"  requested by {request['requested_by']} at {request['created_at']:%Y-%m-%d %H:%M} UTC")
     if request.get("expire_at") is not None:
         print(f"  expires {request['expire_at']:%Y-%m-%d %H:%M} UTC")
-    for name, value in (request.get("evidence") or {}).items():
-        print(f"  evidence {name}: {value}")
+    if request.get("target") is not None:
+        for name, value in (request.get("evidence") or {}).items():
+            print(f"  evidence {name}: {value}")
+    elif facts is not None:
+        for label, line in facts.lines():
+            print(f"  {label.lower()}: {line}")
+    else:
+        for line in evidence_lines(store, request, evidence or {}):
+            print(f"  {line}")
     approvers = ", ".join(request.get("approvers") or []) or "anyone"
     print(f"  needs {request['required_approvals']} approval(s) of: {approvers}")
     for vote in store.votes.for_request(request["id"]):

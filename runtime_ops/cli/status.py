@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from runtime_ops.cli.common import shown_database_url, state_store
+from runtime_ops.cli.request_evidence import ramp_lines
 from runtime_ops.components.loading import load_specs
 from runtime_ops.settings import get_settings
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
@@ -41,6 +42,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  vector store: {spec.vector_store.url or '$' + str(spec.vector_store.url_env)}")
         pending = store.requests.list_requests(status="pending")
         print(f"  pending approvals: {[r['id'] for r in pending]}")
+        ramped = next((r["approval_id"] for r in store.rollouts.history() if r["stage"] is not None), None)
+        request = store.requests.get_request(ramped) if ramped else None
+        if request is not None:  # the newest ramp, decided or not, with each stage's results
+            print(f"  last ramp   : {request['id']} (candidate v{request['candidate_version']}, {request['status']})")
+            for line in ramp_lines(store, request):
+                print(f"    {line}")
     return 0
 
 

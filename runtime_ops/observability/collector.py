@@ -4,8 +4,9 @@ Three sources, so the numbers are the same whichever process ran the work and wh
 
 - durable series (`metric_series`): what run workers, sensors and the CLI observed (lock waits, landing lag);
 - SQL aggregates over the state store: approvals (pending, oldest age, decision latency, escalations, expiries),
-  quarantined documents, the oldest landing batch not yet ingested, the shards of re-embedding backfills, and
-  production's live quality since its promotion (`QualityTracker`, in `observability/quality.py`: a CUSUM kept
+  quarantined documents, the oldest landing batch not yet ingested, the shards of re-embedding backfills, each
+  pipeline's active rollout and its online evidence (mode, share, ramp stage, decisive queries, estimate, verdict),
+  and production's live quality since its promotion (`QualityTracker`, in `observability/quality.py`: a CUSUM kept
   between scrapes);
 - Dagster's run and event storage, read incrementally (`DagsterTracker`, in `observability/dagster_metrics.py`):
   step successes and failures, finished runs, queue latency and run duration, labelled with the run's
@@ -31,10 +32,25 @@ from runtime_ops.observability.dagster_metrics import DagsterTracker, InstancePr
 from runtime_ops.observability.exposition import add_histogram, add_value, family_of
 from runtime_ops.observability.metrics import METRICS
 from runtime_ops.observability.quality import QualityTracker
+from runtime_ops.online.evidence import OnlineEvidence, online_evidence
 from runtime_ops.store import StateStore
 from runtime_ops.store.operations.series import decode_labels
 
 log = logging.getLogger("runtime_ops.metrics")
+
+# The queries a pipeline's rollout needs before its verdict counts: (pipeline, is a ramp stage) -> count.
+MinQueries = Callable[[str, bool], int]
+DEFAULT_MIN_QUERIES = 500  # gate.online.min_queries and rollout.min_queries when undeclared
+ROLLOUT_FAMILIES = tuple(name for name in METRICS if name.startswith("runtime_ops_rollout_"))
+
+
+def deciding_estimate(evidence: OnlineEvidence) -> float | None:
+    """The deciding signal's candidate-minus-production estimate (None: no signal yet, or shadow)."""
+    if evidence.mode == "interleave" and evidence.preference is not None:
+        return float(evidence.preference.delta)
+    if evidence.mode == "canary" and evidence.feedback_rate is not None:
+        return float(evidence.feedback_rate.difference)
+    return None
 
 
 class RuntimeOpsCollector(Collector):
@@ -45,8 +61,10 @@ class RuntimeOpsCollector(Collector):
         store: StateStore,
         instance_provider: InstanceProvider | None = None,
         clock: Callable[[], datetime] | None = None,
+        min_queries: MinQueries | None = None,
     ) -> None:
         self.store = store
+        self.min_queries = min_queries or (lambda _pipeline, _stage: DEFAULT_MIN_QUERIES)
         self.instance_provider = instance_provider or default_instance_provider()
         self.clock = clock or (lambda: datetime.now(UTC))
         self.scrape_errors: Counter[str] = Counter()
@@ -73,6 +91,7 @@ class RuntimeOpsCollector(Collector):
                 ("sql", self._aggregates),
                 ("sql", self._backfills),
                 ("quality", lambda: self._quality.families(self.clock())),
+                ("sql", self._rollouts),
                 ("dagster", self._dagster),
             ):
                 try:
@@ -140,6 +159,31 @@ class RuntimeOpsCollector(Collector):
             add_value(planned, [b.pipeline, str(b.model_version)], b.planned)
             add_value(filled, [b.pipeline, str(b.model_version)], b.filled)
         return [planned, filled]
+
+    def _rollouts(self) -> list[Metric]:
+        """Each pipeline's active rollout and its online evidence (one query-log read per active rollout)."""
+        pipelines, active = self.store.scoped(None).rollouts.activity()
+        families = {name: family_of(name) for name in ROLLOUT_FAMILIES}
+        by_pipeline = {str(r["pipeline"]): r for r in active}
+        for pipeline in pipelines:
+            row = by_pipeline.get(pipeline)
+            add_value(families["runtime_ops_rollout_active"], [pipeline], 1.0 if row else 0.0)
+            if row is None:
+                continue
+            ramp = row["stage"] is not None
+            add_value(families["runtime_ops_rollout_mode"], [pipeline, str(row["mode"])], 1.0)
+            add_value(families["runtime_ops_rollout_share"], [pipeline], float(row["share"]))
+            add_value(families["runtime_ops_rollout_stage"], [pipeline], int(row["stage"]) + 1 if ramp else 0)
+            need = self.min_queries(pipeline, ramp)
+            inputs = self.store.scoped(pipeline).query_log.online_inputs(int(row["id"]))
+            evidence = online_evidence(inputs, mode=str(row["mode"]), min_queries=need)
+            add_value(families["runtime_ops_rollout_decisive_queries"], [pipeline], evidence.queries)
+            add_value(families["runtime_ops_rollout_min_queries"], [pipeline], need)
+            estimate = deciding_estimate(evidence)
+            if estimate is not None:
+                add_value(families["runtime_ops_rollout_preference"], [pipeline], estimate)
+            add_value(families["runtime_ops_rollout_verdict"], [pipeline, evidence.verdict], 1.0)
+        return list(families.values())
 
     def _dagster(self) -> list[Metric]:
         self._tracker_ok = False

@@ -249,7 +249,59 @@ _QUALITY_DEFS: tuple[MetricDef, ...] = (
         "sql",
     ),
 )
-_DEFS = (*_DEFS, *_SEARCH_DEFS, *_BACKFILL_DEFS, *_QUALITY_DEFS)
+# Live traffic on a candidate: the active rollout of each pipeline that ever had one (a ramp stage is a canary
+# rollout too), and its evidence as the gate reads it. A pipeline with none shows active 0 and no other series.
+_ROLLOUT_DEFS: tuple[MetricDef, ...] = (
+    MetricDef(
+        "runtime_ops_rollout_active", "gauge", ("pipeline",), "1 while a rollout of the pipeline is active.", "sql"
+    ),
+    MetricDef("runtime_ops_rollout_mode", "gauge", ("pipeline", "mode"), "1 for the active rollout's mode.", "sql"),
+    MetricDef(
+        "runtime_ops_rollout_share",
+        "gauge",
+        ("pipeline",),
+        "The share of traffic (requests; sessions for a canary) the active rollout gives the candidate.",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_rollout_stage",
+        "gauge",
+        ("pipeline",),
+        "The ramp stage the active rollout is (1-based); 0 for a rollout beside a pending request (not a ramp).",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_rollout_decisive_queries",
+        "gauge",
+        ("pipeline",),
+        "Queries the active rollout's deciding signal has counted (interleaved queries with a click; the "
+        "candidate's requests in a canary; shadowed queries).",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_rollout_min_queries",
+        "gauge",
+        ("pipeline",),
+        "Queries the deciding signal needs before its verdict counts (gate.online / rollout.min_queries).",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_rollout_preference",
+        "gauge",
+        ("pipeline",),
+        "The deciding signal's candidate-minus-production estimate: the interleaving preference, or the canary's "
+        "positive-feedback rate difference (absent before the first signal, and for shadow).",
+        "sql",
+    ),
+    MetricDef(
+        "runtime_ops_rollout_verdict",
+        "gauge",
+        ("pipeline", "verdict"),
+        "1 for the active rollout's online verdict: better, worse, no difference yet, not enough queries.",
+        "sql",
+    ),
+)
+_DEFS = (*_DEFS, *_SEARCH_DEFS, *_BACKFILL_DEFS, *_QUALITY_DEFS, *_ROLLOUT_DEFS)
 
 # The contract: the names the Grafana dashboard and the Prometheus rules use. Keep them exactly.
 METRIC_NAMES: tuple[str, ...] = tuple(d.name for d in _DEFS)

@@ -346,6 +346,111 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
     assert any(r["event"] == "promoted" for r in store.audit_log.records(request["id"]))
 
 
+def _production_feedback(store: Any, ago: timedelta, helpful: int, judged: int) -> None:
+    """`judged` requests production served alone `ago`, `helpful` of them judged helpful, the rest not_helpful."""
+    from runtime_ops.online.query_records import QueryRecord, ShownItem
+    from runtime_ops.online.request_ids import new_request_id
+
+    at = datetime.now(UTC) - ago
+    records = [
+        QueryRecord(
+            new_request_id(at), "demo", "search", "production", at, 1, 1.0, 2, 1, items=(ShownItem(1, 7, 1, "a.md"),)
+        )
+        for _ in range(judged)
+    ]
+    store.query_log.record(records)
+    for i, r in enumerate(records):
+        signal = "helpful" if i < helpful else "not_helpful"
+        assert store.query_log.add_feedback(r.request_id, 7, signal, None, "rok_test", at)
+
+
+def test_an_alerts_rollback_request_reads_as_a_rollback_on_every_channel(
+    env, postgres_url, redis_url, dagster_instance, tmp_path, open_inbox, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39 item 5: the request an alert opens says "Roll back demo from v2 to v1?", names the alert, its firing
+    time, production's helpful share now and before, both versions and what approve and reject do: on the page,
+    in Slack and in the CLI; `approvals show --json` and `/api/approvals/{id}` carry the same facts."""
+    from runtime_ops.approvals import links
+    from runtime_ops.cli import main as cli
+    from runtime_ops_tests.support.slack_server import SlackServer
+
+    rules = write_rules(
+        tmp_path, "  - name: quality\n    match: {alertname: RetrievalQualityRegressed}\n    action: rollback\n"
+    )
+    with SlackServer() as slack:
+        store, flow = production_v2(
+            env, postgres_url, redis_url, dagster_instance, tmp_path,
+            RUNTIME_OPS_ALERT_RULES=str(rules), RUNTIME_OPS_APPROVERS="alice,bob", SLACK_BOT_TOKEN="xoxb-test-token",
+            SLACK_APPROVAL_CHANNEL="C0ROLL", SLACK_API_URL=slack.base_url,
+        )  # fmt: skip
+        _production_feedback(store, timedelta(hours=3), helpful=9, judged=10)  # the day before: 90 %
+        _production_feedback(store, timedelta(minutes=5), helpful=2, judged=10)  # the last 30 min: 20 %
+        inbox = open_inbox()
+        inbox.post(webhook(alert("RetrievalQualityRegressed", "feedc0de12345678", "2026-11-29T11:00:00Z")))
+        assert flow.tick("alert_sensor") == []
+        [entry] = inbox.alerts()
+        request = store.requests.get_request(entry["approval_id"])
+        posted = len(slack.calls_to("chat.postMessage"))
+        assert flow.tick("approvals_sensor") == []  # announced in Slack
+        [post] = slack.calls_to("chat.postMessage")[posted:]
+
+        facts = [
+            "Roll back demo from v2 to v1?",
+            f"alert #{entry['id']} RetrievalQualityRegressed fired at 2026-11-29 11:00:00 UTC (rule quality)",
+            "helpful share now (last 30 min) 20% helpful (2 of 10 judgements), before (the day before) 90% helpful "
+            "(9 of 10 judgements): -70 points",
+            "production is v2; a rollback restores v1",
+            "production moves back from v2 to v1",
+            "the v2 candidate is marked rolled back",
+            "production stays on v2; the alert stays open and no rollback run starts",
+        ]
+        blocks = json.dumps(post.payload["blocks"])
+        assert post.payload["blocks"][0]["text"]["text"] == "Roll back demo from v2 to v1?"
+        for fact in facts[1:]:
+            assert fact in blocks, fact
+        assert "Promote" not in blocks and "no rollout" not in blocks
+        assert post.payload["text"].startswith("Roll back demo from v2 to v1?")
+
+        token = links.issue(
+            get_settings().resolved_link_secret(), request_id=request["id"], approver="alice",
+            digest=request["candidate_digest"], expires_at=datetime.now(UTC) + timedelta(hours=1),
+        )  # fmt: skip
+        page = inbox.client.get(f"/approvals/{token}")
+        assert page.status_code == 200, page.text
+        html = page.text.replace("&#x27;", "'")
+        assert "<h1>Roll back demo from v2 to v1?</h1>" in html
+        for fact in facts[1:]:
+            assert fact in html, fact
+        assert "Promote model" not in html and "Evaluation verdict" not in html
+
+        capsys.readouterr()
+        assert cli(["approvals", "show", request["id"]]) == 0
+        shown = capsys.readouterr().out
+        assert shown.startswith(f"{request['id']}: Roll back demo from v2 to v1? · pending")
+        for fact in facts[1:]:
+            assert fact in shown, fact
+        assert cli(["approvals", "list"]) == 0
+        listed = capsys.readouterr().out
+        assert any(request["id"] in line and "rollback v2 -> v1" in line for line in listed.splitlines())
+        assert cli(["approvals", "show", request["id"], "--json"]) == 0
+        evidence = json.loads(capsys.readouterr().out)["evidence"]
+        assert evidence["rollback"]["live"]["now"] == {"helpful": 2, "judged": 10}
+        assert evidence["rollback"]["live"]["before"] == {"helpful": 9, "judged": 10}
+        api = inbox.client.get(f"/api/approvals/{request['id']}", headers=inbox.read).json()
+        assert api["evidence"]["rollback"] == evidence["rollback"]
+        assert (api["evidence"]["rollback"]["from_version"], api["evidence"]["rollback"]["to_version"]) == (2, 1)
+
+        # Rejected: the message says what that means, once.
+        assert operator_cli(["approvals", "reject", request["id"], "--as", "bob", "--reason", "false alarm"]) == 0
+        updates = len(slack.calls_to("chat.update"))
+        flow.tick("approvals_sensor")
+        [update] = slack.calls_to("chat.update")[updates:]
+        assert "Not rolled back: production stays on v2; the alert stays open" in json.dumps(update.payload["blocks"])
+        flow.tick("approvals_sensor")
+        assert len(slack.calls_to("chat.update")) == updates + 1
+        assert store.registry.alias("production") == 2
+
+
 def test_rollback_is_a_compare_and_set_on_production(
     env, postgres_url, redis_url, dagster_instance, tmp_path, open_inbox
 ) -> None:  # type: ignore[no-untyped-def]

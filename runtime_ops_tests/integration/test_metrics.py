@@ -269,15 +269,17 @@ def test_metrics_match_the_runs_executed(env, postgres_url, dagster_instance, tm
     # Only contract names (plus the metrics' own health) are exposed, and every contract family is there but the
     # backfill gauges, whose series exist only while a backfill fills an index (test_backfill_metrics.py), and the
     # feedback families, whose series start with the first feedback (test_query_log.py), as does production's
-    # reference share once it holds enough judgements (test_quality_metrics.py).
+    # reference share once it holds enough judgements (test_quality_metrics.py), and the rollout gauges, whose series
+    # exist once a pipeline has had a rollout (test_ramp.py).
     backfill = {"runtime_ops_index_shards_planned", "runtime_ops_index_shards_filled"}
     feedback = {
         "runtime_ops_feedback_total",
         "runtime_ops_feedback_click_rank",
         "runtime_ops_quality_reference_helpful_ratio",
     }
+    rollout = {name for name in METRIC_NAMES if name.startswith("runtime_ops_rollout_")}
     assert _family_names(s) <= set(METRICS)
-    assert set(METRIC_NAMES) - backfill - feedback <= _family_names(s)
+    assert set(METRIC_NAMES) - backfill - feedback - rollout <= _family_names(s)
     assert not _family_names(s) & backfill
     expected = _assert_dagster_matches(s, dagster_instance)
     assert expected["fail"][("none", "__ASSET_JOB", "demo__production_model")] == 1

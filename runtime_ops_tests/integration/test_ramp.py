@@ -164,6 +164,19 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
         time.sleep(1.2)  # the API re-reads the active rollout every ROLLOUT_READ_EVERY_S
         arms = _users(api, store, headers, 120, seed=1)
         assert arms.get("candidate", 0) >= 25 and arms.get("production", 0) >= 25, arms
+        # /metrics: the ramp stage's rollout and its evidence, as the gate is about to read them.
+        scraped = web.get(f"{api.url}/metrics", headers=api.key_headers("read"), timeout=10).text
+        for series in (
+            'runtime_ops_rollout_active{pipeline="demo"} 1.0',
+            'runtime_ops_rollout_mode{mode="canary",pipeline="demo"} 1.0',
+            'runtime_ops_rollout_share{pipeline="demo"} 0.5',
+            'runtime_ops_rollout_stage{pipeline="demo"} 1.0',
+            'runtime_ops_rollout_min_queries{pipeline="demo"} 25.0',
+            'runtime_ops_rollout_verdict{pipeline="demo",verdict="worse"} 1.0',
+        ):
+            assert series in scraped, series
+        assert f'runtime_ops_rollout_decisive_queries{{pipeline="demo"}} {float(arms["candidate"])}' in scraped
+        assert 'runtime_ops_rollout_preference{pipeline="demo"} -' in scraped
 
         # The loss shows at stage 0: rolled back by the sensor's own tick, no promotion run.
         assert flow.tick("approvals_sensor") == []
@@ -193,6 +206,34 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
         assert "Rolled back automatically: stage 1/2 (50% of sessions): the candidate loses online" in page, page
         assert "positive-feedback rate" in page and "never promote the candidate" in page, page
         assert "promotion-link" not in page  # no run to watch
+        # Decided, the evidence stays: the stage's results on the page, in the JSON API, the CLI and `status`.
+        stage_line = f"stage 1 (50% of sessions) rolled back: {arms['candidate']} candidate requests, positive-feedback"
+        assert stage_line in page, page
+        shown = web.get(f"{api.url}/api/approvals/{rid}", headers=api.key_headers("read"), timeout=10).json()
+        ramp = shown["evidence"]["ramp"]
+        assert ramp["outcome"] == "rolled back"
+        [result] = ramp["stages"]
+        assert (result["stage"], result["share"], result["outcome"], result["verdict"]) == (
+            1,
+            0.5,
+            "rolled back",
+            "worse",
+        )
+        assert result["queries"] == arms["candidate"] and result["min_queries"] == 25
+        assert result["feedback_rate"]["high"] < 0 and result["ended_at"] is not None
+        assert shown["evidence"]["online"]["rollout"]["reason"] == "approved: ramp starts"
+        listed = web.get(f"{api.url}/api/approvals", headers=api.key_headers("read"), timeout=10).json()
+        assert next(r for r in listed if r["id"] == rid)["evidence"]["ramp"]["outcome"] == "rolled back"
+    capsys.readouterr()
+    assert cli(["approvals", "show", rid, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evidence"]["ramp"]["stages"] == [result]
+    assert cli(["approvals", "show", rid]) == 0
+    assert stage_line in capsys.readouterr().out
+    assert cli(["approvals", "list"]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if rid in line]
+    assert "approved" in row and "rolled back" in row, row
+    assert cli(["status"]) == 0
+    assert stage_line in capsys.readouterr().out
 
     # The audit chain of the request tells the story, intact; a promotion by hand is refused.
     events = [(r["event"], r["outcome"], r["actor"]) for r in store.audit_log.records(rid)]
@@ -207,7 +248,7 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
 
 @pytest.mark.slow(seconds=28)  # alone on 2 cores (Dec 2026)
 def test_a_candidate_that_does_not_lose_steps_through_the_ramp_and_is_promoted_once(
-    env: Any, dagster_instance: Any, tmp_path: Path
+    env: Any, dagster_instance: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store, pending, flow = _candidate_pending(env, dagster_instance, tmp_path, None)
     rid = pending["id"]
@@ -225,6 +266,10 @@ def test_a_candidate_that_does_not_lose_steps_through_the_ramp_and_is_promoted_o
         assert arms == {"candidate": 30}
     [launch] = flow.tick("approvals_sensor")  # the last stage passed: the promotion, as without a ramp
     assert launch.run_key == rid
+    capsys.readouterr()
+    assert cli(["approvals", "list"]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if rid in line]
+    assert "approved" in row and "passed" in row, row
     assert [s["status"] for s in store.rollouts.stages(rid)] == ["completed", "completed"]
     assert flow.run("approvals_sensor", launch).success
     assert flow.tick("approvals_sensor") == []  # records the run; launches nothing again

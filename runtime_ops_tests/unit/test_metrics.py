@@ -42,6 +42,14 @@ CONTRACT = {
     "runtime_ops_quality_cusum": ("gauge", ("pipeline", "model_version")),
     "runtime_ops_quality_cusum_threshold": ("gauge", ("pipeline",)),
     "runtime_ops_quality_reference_helpful_ratio": ("gauge", ("pipeline", "model_version")),
+    "runtime_ops_rollout_active": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_mode": ("gauge", ("pipeline", "mode")),
+    "runtime_ops_rollout_share": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_stage": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_decisive_queries": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_min_queries": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_preference": ("gauge", ("pipeline",)),
+    "runtime_ops_rollout_verdict": ("gauge", ("pipeline", "verdict")),
 }
 
 

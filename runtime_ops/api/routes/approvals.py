@@ -1,11 +1,12 @@
-"""`GET /api/approvals`: approval requests as JSON, newest first (the fields an operator may see); an API key with
-the `read` scope. `POST /api/approvals/{id}/approve|reject`: an operator's decision; an API key with the `decide`
-scope mapped to an approver id (`runtime-ops keys create NAME --scope decide --approver ID`), who the decision is
-recorded as."""
+"""`GET /api/approvals`: approval requests as JSON, newest first (the fields an operator may see, and each one's
+evidence without the query-log counts); `GET /api/approvals/{id}`: one request with its whole evidence (offline,
+online, the ramp's stage results, a rollback's alert), pending or decided; an API key with the `read` scope.
+`POST /api/approvals/{id}/approve|reject`: an operator's decision; an API key with the `decide` scope mapped to an
+approver id (`runtime-ops keys create NAME --scope decide --approver ID`), who the decision is recorded as."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends
 from fastapi.encoders import jsonable_encoder
@@ -14,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from runtime_ops.api.auth import DecideKey, require_scope
-from runtime_ops.api.deps import OpsDep, StoreDep
+from runtime_ops.api.deps import AnnouncerDep, OpsDep, StoreDep
 from runtime_ops.decisions.decide import decide
 from runtime_ops.storable_text import unstorable
 
@@ -46,17 +47,32 @@ PUBLIC_FIELDS = (
     "superseded_by",
     "promotion_run_id",
 )
+VOTE_FIELDS = ("actor", "vote", "channel", "created_at")
 
 
 @router.get("/api/approvals", dependencies=[Depends(require_scope("read"))])
 def list_approvals(
-    store: StoreDep, status: str | None = None, limit: int = 100, pipeline: str | None = None
+    store: StoreDep, announcer: AnnouncerDep, status: str | None = None, limit: int = 100, pipeline: str | None = None
 ) -> JSONResponse:
     if status is not None and status not in STATUSES:
         return JSONResponse({"error": f"unknown status {status!r}; use one of {sorted(STATUSES)}"}, 400)
     scoped = store.scoped(pipeline) if pipeline else store  # every pipeline's requests unless one is named
     rows = scoped.requests.list_requests(status=status, limit=max(1, min(limit, 500)))
-    return JSONResponse(jsonable_encoder([{k: r.get(k) for k in PUBLIC_FIELDS} for r in rows]))
+    shown = [{**_public(r), "evidence": announcer.evidence(r, live=False)} for r in rows]
+    return JSONResponse(jsonable_encoder(shown))
+
+
+@router.get("/api/approvals/{request_id}", dependencies=[Depends(require_scope("read"))])
+def get_approval(request_id: str, store: StoreDep, announcer: AnnouncerDep) -> JSONResponse:
+    request = store.requests.get_request(request_id[:64])
+    if request is None:
+        return JSONResponse({"error": f"no approval request {request_id[:64]!r}; list them at /api/approvals"}, 404)
+    votes = [{k: v.get(k) for k in VOTE_FIELDS} for v in store.votes.for_request(request["id"])]
+    return JSONResponse(jsonable_encoder({**_public(request), "evidence": announcer.evidence(request), "votes": votes}))
+
+
+def _public(request: dict[str, Any]) -> dict[str, Any]:
+    return {k: request.get(k) for k in PUBLIC_FIELDS}
 
 
 class DecisionBody(BaseModel):

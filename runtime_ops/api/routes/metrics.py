@@ -13,16 +13,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import Metric
 
 from runtime_ops.api.auth import require_scope
-from runtime_ops.observability.collector import RuntimeOpsCollector, metrics_registry
+from runtime_ops.observability.collector import MinQueries, RuntimeOpsCollector, metrics_registry
 from runtime_ops.store import StateStore
 
 router = APIRouter(tags=["metrics"])
 
 
-def install_metrics(app: FastAPI, store: StateStore, dagster_instance: Any, now: Callable[[], datetime]) -> None:
-    """Build the collector once per app: it caches what it reads from the Dagster instance between scrapes."""
+def install_metrics(
+    app: FastAPI,
+    store: StateStore,
+    dagster_instance: Any,
+    now: Callable[[], datetime],
+    min_queries: MinQueries | None = None,
+) -> None:
+    """Build the collector once per app: it caches what it reads from the Dagster instance between scrapes.
+    `min_queries`: what a pipeline's rollout (or ramp stage) needs before its verdict counts."""
     collector = RuntimeOpsCollector(
-        store, (lambda: dagster_instance) if dagster_instance is not None else None, clock=now
+        store, (lambda: dagster_instance) if dagster_instance is not None else None, clock=now, min_queries=min_queries
     )
     app.state.metrics_collector = collector
     app.state.metrics_registry = metrics_registry(collector)

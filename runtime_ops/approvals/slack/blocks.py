@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.approvals.links import LOCAL_APPROVER, display_name
+from runtime_ops.approvals.rollback_facts import RollbackFacts
 from runtime_ops.approvals.slack.text import (
     escape,
     fmt_delta,
@@ -88,6 +89,10 @@ class RequestView:
     # None for a model promotion.
     target: str | None = None
     evidence: list[tuple[str, str]] = field(default_factory=list)
+    # An alert's rollback (`approvals/rollback_facts.py`): shown as a rollback, not as a promotion of its target.
+    rollback: RollbackFacts | None = None
+    # The ramp after approval, one line per stage with its counts, interval and verdict (`online/stage_results.py`).
+    stages: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -121,9 +126,12 @@ def request_fields(request: Mapping[str, Any], approvals: list[str]) -> dict[str
     }
 
 
-def _title(view: RequestView) -> str:
+def title(view: RequestView) -> str:
+    """The question a request asks, in every channel."""
     if view.target is not None:
         return f"Approve {view.target}?"
+    if view.rollback is not None:
+        return view.rollback.title()
     model = f"{view.pipeline} model" if view.pipeline else "model"
     return f"Promote {model} {version_label(view.candidate_version)} to production?"
 
@@ -228,6 +236,10 @@ def _actions_block(view: RequestView) -> dict[str, Any]:
         )
         rejecting = f"{subject} (digest `{digest}`) will not be approved; nothing that waits on it runs."
         version = truncate(view.target, 60)
+    elif view.rollback is not None:
+        approving = f"On approve: {escape(view.rollback.on_approve())}. Your approval is recorded in the audit log."
+        rejecting = f"On reject: {escape(view.rollback.on_reject())}."
+        version = f"the rollback to {view.rollback.target}"
     else:
         approving = (
             f"Promote model {version} (digest `{digest}`) to production. Your approval is recorded in the audit log."
@@ -324,11 +336,24 @@ def _comparison_blocks(view: RequestView) -> list[dict[str, Any]]:
     ]
 
 
+def _body_blocks(view: RequestView) -> list[dict[str, Any]]:
+    """An asset gate's evidence; an alert's rollback (its alert, live evidence, versions, both outcomes); or a
+    promotion's comparison, then its ramp's stage results."""
+    if view.target is not None:
+        return _asset_blocks(view)
+    if view.rollback is not None:
+        text = "\n".join(f"*{label}:* {escape(line)}" for label, line in view.rollback.lines())
+        return [{"type": "section", "block_id": "rollback", "text": mrkdwn(text, MAX_SECTION_TEXT)}]
+    ramp = "*Ramp:*\n" + "\n".join(f"• {escape(truncate(line, 500))}" for line in view.stages)
+    ramp_block = {"type": "section", "block_id": "ramp", "text": mrkdwn(ramp, MAX_SECTION_TEXT)}
+    return [*_comparison_blocks(view), *([ramp_block] if view.stages else [])]
+
+
 def request_blocks(view: RequestView) -> list[dict[str, Any]]:
     """The Block Kit message for an approval request; buttons only while it is pending."""
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": plain(_title(view), MAX_HEADER_TEXT)},
-        *(_asset_blocks(view) if view.target is not None else _comparison_blocks(view)),
+        {"type": "header", "text": plain(title(view), MAX_HEADER_TEXT)},
+        *_body_blocks(view),
         {"type": "section", "block_id": "outcome", "text": mrkdwn(outcome_text(view), MAX_SECTION_TEXT)},
         *_next_step_blocks(view),
     ]
@@ -363,5 +388,5 @@ def request_blocks(view: RequestView) -> list[dict[str, Any]]:
 
 def request_text(view: RequestView) -> str:
     """The plain fallback `text` (notifications, screen readers, clients without Block Kit)."""
-    text = f"{_title(view)} {outcome_text(view, slack_markup=False)} (request {view.request_id})"
+    text = f"{title(view)} {outcome_text(view, slack_markup=False)} (request {view.request_id})"
     return truncate(text, MAX_FALLBACK_TEXT)

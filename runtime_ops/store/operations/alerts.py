@@ -190,8 +190,12 @@ class Alerts(Repository):
         eval_report_id: int,
         policy: Any,
         now: datetime | None = None,
+        evidence: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Open (once per alert) the human approval request for rolling `production` back.
+
+        `evidence` is what every channel shows of it (`{"rollback": ...}`, `approvals/rollback_facts.py`): the
+        alert, the live evidence and the versions, so it reads as a rollback and not as a promotion.
 
         A `human` request, so the approvals sensor announces, escalates and expires it like any other; unlike a
         candidate's request it supersedes nothing, and its `promotion_run_id` says the alert sensor launches
@@ -213,6 +217,7 @@ class Alerts(Repository):
             "created_at": now,
             "promotion_run_id": ALERT_SENSOR_LAUNCHES,
             "decision_reason": None,
+            "evidence": evidence,
             **policy.to_columns(now),
         }
         detail = {

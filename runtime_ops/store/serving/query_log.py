@@ -139,6 +139,24 @@ class QueryLog(Repository):
                 "feedback": conn.execute(select(func.count()).where(_F.c.request_id.in_(ids))).scalar_one(),
             }
 
+    def judgements(self, start: datetime, end: datetime) -> tuple[int, int]:
+        """Judgements given in [start, end) on results production served alone (arm `production`, as the live
+        quality rules count them): (helpful, helpful + not_helpful)."""
+        q = (
+            select(_F.c.signal, func.count())
+            .join(_Q, _Q.c.request_id == _F.c.request_id)
+            .where(
+                self.owned(_Q),
+                _Q.c.arm == PRODUCTION,
+                _F.c.signal.in_(("helpful", "not_helpful")),
+                _F.c.created_at >= start,
+                _F.c.created_at < end,
+            )
+            .group_by(_F.c.signal)
+        )
+        counts = {str(signal): int(n) for signal, n in self.fetch(q)}
+        return counts.get("helpful", 0), counts.get("helpful", 0) + counts.get("not_helpful", 0)
+
     def delete_before(self, cutoff: datetime, *, batch: int = 1000) -> int:
         """Delete this scope's records older than `cutoff` with their feedback, `batch` records per
         transaction (a long purge never holds one long lock); the number of records deleted."""

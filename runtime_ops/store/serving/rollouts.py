@@ -165,6 +165,17 @@ class Rollouts(Repository):
             q = select(_RO).where(_RO.c.approval_id == approval_id, _RO.c.stage.is_not(None), self.owned(_RO))
             return [dict(r._mapping) for r in conn.execute(q.order_by(_RO.c.id))]
 
+    def stages_by_request(self, approval_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """`stages` of many requests in one read (a list of requests shows each one's ramp outcome)."""
+        if not approval_ids:
+            return {}
+        found: dict[str, list[dict[str, Any]]] = {}
+        with self.tx() as conn:
+            q = select(_RO).where(_RO.c.approval_id.in_(approval_ids), _RO.c.stage.is_not(None), self.owned(_RO))
+            for r in conn.execute(q.order_by(_RO.c.id)):
+                found.setdefault(str(r.approval_id), []).append(dict(r._mapping))
+        return found
+
     def get(self, rollout_id: int) -> dict[str, Any] | None:
         with self.tx() as conn:
             return row_dict(conn.execute(select(_RO).where(_RO.c.id == rollout_id, self.owned(_RO))).first())
@@ -183,6 +194,14 @@ class Rollouts(Repository):
             mine = [_RO.c.approval_id == approval_id, _RO.c.stage.is_(None), self.owned(_RO)]
             q = select(_RO).where(*mine).order_by(_RO.c.id.desc())
             return row_dict(conn.execute(q.limit(1)).first())
+
+    def activity(self) -> tuple[list[str], list[dict[str, Any]]]:
+        """The pipelines (of this scope) that ever had a rollout, and their active rollouts: what the rollout
+        gauges of `/metrics` show."""
+        with self.tx() as conn:
+            pipelines = conn.execute(select(_RO.c.pipeline).where(self.owned(_RO)).distinct()).scalars().all()
+            active = conn.execute(select(_RO).where(_RO.c.status == ACTIVE, self.owned(_RO))).all()
+        return sorted(str(p) for p in pipelines), [dict(r._mapping) for r in active]
 
     def history(self, limit: int = 20) -> list[dict[str, Any]]:
         with self.tx() as conn:
