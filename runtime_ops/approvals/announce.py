@@ -21,6 +21,7 @@ from runtime_ops.approvals.asset_view import asset_view
 from runtime_ops.approvals.deadlines import run_deadlines
 from runtime_ops.approvals.evidence_doc import evidence_doc, stage_results
 from runtime_ops.approvals.gate import subject_label
+from runtime_ops.approvals.lifecycle_gate import lifecycle_text
 from runtime_ops.approvals.links import LOCAL_APPROVER
 from runtime_ops.approvals.online_gate import request_evidence
 from runtime_ops.approvals.ramp import ramp_held, ramp_text
@@ -126,6 +127,7 @@ class Announcer:
                 approvals=len(approvals),
                 interval_s=self.sensor_interval_s,
                 ramp=ramp,
+                lifecycle=lifecycle_text(self.store, request["id"]),
             ),
             rollback=facts,
             stages=[r.line() for r in stage_results(self.store, stages, self.stage_min_queries(pipeline))],
@@ -238,7 +240,9 @@ class Announcer:
             "channel": channel,
             "ts": ts,
             "links_for": approvers,
-            "slack_status": view_state(request, len(view.approvals), None, self._verdict(request)),
+            "slack_status": view_state(
+                request, len(view.approvals), None, self._verdict(request), lifecycle_text(self.store, request["id"])
+            ),
         }
 
     def announce_escalation(self, request: dict[str, Any], now: datetime) -> None:
@@ -299,7 +303,10 @@ class Announcer:
         # The state first, from the votes and the ramp's stages alone: building the view reads the report and the
         # online evidence (every record of the rollout beside the request), which only a message that changed needs.
         approvals = sum(1 for v in self.store.votes.for_request(request["id"]) if v["vote"] == "approve")
-        state = view_state(request, approvals, self.store.rollouts.stages(request["id"]), self._verdict(request))
+        stages = self.store.rollouts.stages(request["id"])
+        state = view_state(
+            request, approvals, stages, self._verdict(request), lifecycle_text(self.store, request["id"])
+        )
         if state == request.get("slack_status"):
             return False
         view = self.view(request)

@@ -66,7 +66,7 @@ def build_approvals_sensor(spec: PipelineSpec, promotion_job: AssetJob) -> dg.Se
         context: dg.SensorEvaluationContext, state: StateStoreResource, approvals: ApprovalsResource
     ) -> dg.SensorResult | dg.SkipReason:
         store = state.store().scoped(spec.name)
-        announcer = announcer_for(approvals, store, spec.approvals.slack_channel, spec.gate.online)
+        announcer = announcer_for(approvals, store, spec.approvals.slack_channel, spec.gate.online, spec.rollout)
         return approvals_tick(context, store, announcer, spec)
 
     return approvals_sensor

@@ -27,10 +27,27 @@ def evaluated_on(report: dict[str, Any]) -> tuple[str, int | None]:
 
 
 def next_step(
-    request: dict[str, Any], *, production_version: int | None, approvals: int, interval_s: int, ramp: str = ""
+    request: dict[str, Any],
+    *,
+    production_version: int | None,
+    approvals: int,
+    interval_s: int,
+    ramp: str = "",
+    lifecycle: str | None = None,
 ) -> str:
     """What the votes recorded on `request` set in motion, and when; "" before the first vote. `ramp`: what its
-    ramp after approval says (`approvals/ramp.py`), which is the next step of an approved request that has one."""
+    ramp after approval says (`approvals/ramp.py`), which is the next step of an approved request that has one.
+    `lifecycle`: where its candidate is (`lifecycle/machine.describe`), said first once the request is decided."""
+    text = _next_step(request, production_version=production_version, approvals=approvals, interval_s=interval_s,
+                      ramp=ramp)  # fmt: skip
+    if lifecycle is None or request["status"] == "pending":
+        return text
+    return f"Candidate: {lifecycle}. {text}".strip()
+
+
+def _next_step(
+    request: dict[str, Any], *, production_version: int | None, approvals: int, interval_s: int, ramp: str
+) -> str:
     status = request["status"]
     facts = rollback_facts(request)
     if facts is not None and status != "pending":
@@ -75,7 +92,11 @@ SLACK_STATUS_CHARS = 16  # the `slack_status` column
 
 
 def view_state(
-    request: dict[str, Any], approvals: int, stages: list[dict[str, Any]] | None = None, verdict: str | None = None
+    request: dict[str, Any],
+    approvals: int,
+    stages: list[dict[str, Any]] | None = None,
+    verdict: str | None = None,
+    lifecycle: str | None = None,
 ) -> str:
     """What a message shows, in the 16 characters `slack_status` keeps: a message whose state differs is updated,
     once. A ramp adds its last stage and that stage's status initial (`2a`: stage 2 active; `0r`: rolled back at
@@ -83,7 +104,8 @@ def view_state(
     too long for the column is kept as its digest: equal states still compare equal."""
     ramp = f"|{stages[-1]['stage']}{stages[-1]['status'][0]}" if stages else ""
     online = f"|{_VERDICT_INITIAL.get(verdict, '?')}" if verdict else ""
-    state = f"{request['status']}|{approvals}|{int(bool(request.get('escalated_at')))}{ramp}{online}"
+    moved = f"|{lifecycle}" if lifecycle else ""  # the candidate's lifecycle moved: promoting, promoted, halted...
+    state = f"{request['status']}|{approvals}|{int(bool(request.get('escalated_at')))}{ramp}{online}{moved}"
     if len(state) <= SLACK_STATUS_CHARS:
         return state
     return "#" + hashlib.sha256(state.encode()).hexdigest()[: SLACK_STATUS_CHARS - 1]

@@ -9,7 +9,9 @@ from typing import Any
 from runtime_ops.cli.common import shown_database_url, state_store
 from runtime_ops.cli.request_evidence import ramp_lines
 from runtime_ops.components.loading import load_specs
+from runtime_ops.lifecycle.machine import IN_FLIGHT, describe
 from runtime_ops.settings import get_settings
+from runtime_ops.store.approvals.lifecycle import position_of
 from runtime_ops.tags import CANDIDATE_ALIAS, PRODUCTION_ALIAS
 
 
@@ -42,6 +44,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  vector store: {spec.vector_store.url or '$' + str(spec.vector_store.url_env)}")
         pending = store.requests.list_requests(status="pending")
         print(f"  pending approvals: {[r['id'] for r in pending]}")
+        for row in store.lifecycle.in_states(IN_FLIGHT):  # approved candidates on their way to production
+            print(
+                f"  on the way  : {row['approval_id']} candidate v{row['candidate_version']} {describe(position_of(row))}"
+            )
         ramped = next((r["approval_id"] for r in store.rollouts.history() if r["stage"] is not None), None)
         request = store.requests.get_request(ramped) if ramped else None
         if request is not None:  # the newest ramp, decided or not, with each stage's results
