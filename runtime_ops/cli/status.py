@@ -45,9 +45,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         pending = store.requests.list_requests(status="pending")
         print(f"  pending approvals: {[r['id'] for r in pending]}")
         for row in store.lifecycle.in_states(IN_FLIGHT):  # approved candidates on their way to production
-            print(
-                f"  on the way  : {row['approval_id']} candidate v{row['candidate_version']} {describe(position_of(row))}"
-            )
+            where = describe(position_of(row))
+            print(f"  on the way  : {row['approval_id']} candidate v{row['candidate_version']} {where}")
         ramped = next((r["approval_id"] for r in store.rollouts.history() if r["stage"] is not None), None)
         request = store.requests.get_request(ramped) if ramped else None
         if request is not None:  # the newest ramp, decided or not, with each stage's results
