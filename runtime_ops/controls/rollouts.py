@@ -122,6 +122,14 @@ def plan_manual_rollback(store: StateStore, to_version: int) -> RollbackPlan:
         raise OperatorRefusal(f"{store.pipeline}'s production is already {version_label(to_version)}")
     if store.registry.get_model(to_version) is None:
         raise OperatorRefusal(f"{store.pipeline} has no model {version_label(to_version)}", 404)
+    served = {h["new_target"] for h in store.registry.alias_history(PRODUCTION_ALIAS)}
+    if to_version not in served:
+        # A rollback returns to what production was; anything else is a candidate, which only the gate promotes.
+        raise OperatorRefusal(
+            f"{version_label(to_version)} was never {store.pipeline}'s production model, so it is no rollback target "
+            f"(it was production at: {', '.join(version_label(v) for v in sorted(served)) or 'none'}); a candidate "
+            "reaches production only through the gate"
+        )
     live = [i for i in store.indexes.list_indexes(include_dropped=True) if i["model_version"] == to_version]
     kept = [i for i in live if i["status"] != DROPPED]
     if not kept:
