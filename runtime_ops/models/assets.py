@@ -11,6 +11,7 @@ import dagster as dg
 
 from runtime_ops import clock
 from runtime_ops.approvals.gate import SYSTEM, decide_command
+from runtime_ops.approvals.lifecycle_gate import lifecycle_text
 from runtime_ops.approvals.requests import evaluate_gate, request_policy
 from runtime_ops.jobs import AssetJob
 from runtime_ops.labels import version_label
@@ -202,6 +203,7 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
         if outcome.request:
             metadata["approval_id"] = outcome.request["id"]
             metadata["candidate_digest"] = outcome.request["candidate_digest"]
+            metadata["lifecycle"] = lifecycle_text(store, outcome.request["id"]) or "-"
         if outcome.status == "pending" and outcome.request:
             # Waiting for a person is the gate working, not a failure: a WARN result does not fail the run or
             # block production_model, which sees the pending request itself and leaves production as it is.

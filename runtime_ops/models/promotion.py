@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from runtime_ops.approvals.gate import PromotionRefused
-from runtime_ops.approvals.lifecycle_gate import ready_to_promote
+from runtime_ops.approvals.lifecycle_gate import lifecycle_text, ready_to_promote
 from runtime_ops.approvals.requests import verify_promotion
 from runtime_ops.labels import version_label
 from runtime_ops.locks.base import LockError
@@ -129,6 +129,7 @@ def promote(
             "approval_id": request["id"],
             "approved_by": request["decided_by"] or "policy",
             "approval_kind": request["kind"],
+            "lifecycle": lifecycle_text(store, request["id"]) or "-",
             "saga": outcome.saga_id,
             "fence": dg.MetadataValue.int(lease.fence),
         },
