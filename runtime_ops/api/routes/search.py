@@ -4,13 +4,17 @@ Both need an API key with the `search` scope (`runtime-ops keys create app --sco
 Each request reads the pipeline's `retrieval_index` alias once and is answered from that index alone, so a response
 never mixes two model versions, also while a promotion or rollback swaps the alias; while a candidate is rolled out
 (`rollout:` in defs.yaml) the request's arm may be the candidate's index or both, interleaved
-(`serving/rollout_search.py`), and the response names the arm and what served it. Handlers are plain `def`s:
-embedding the query and reading the vector store block, so they run in the thread pool.
+(`serving/rollout_search.py`). Handlers are plain `def`s: embedding the query and reading the vector store block, so
+they run in the thread pool.
 
-Every response carries a `request_id` (`runtime_ops.online.request_ids`), the `arm` that served it and `served_by`
-(the model version and index of each arm). The request is recorded in the query log with the items it showed
-(`runtime_ops.api.query_log_writer`: off the request path), keeping the query's text and hash as the pipeline's
-`queries.log` says and the caller's `session` only as a keyed hash; feedback on it is `routes/feedback.py`.
+A response names no arm, no team and no model version or index: a caller that knew which arm served it, or which
+team drafted an item, could click one side only and steer the online gate. It carries the `request_id`
+(`runtime_ops.online.request_ids`), the one thing feedback needs. What served the request (arm, each arm's model
+version and index, each item's team) stays server-side in the query log (`runtime_ops.api.query_log_writer`: off
+the request path), with the key that asked, the query's text and hash as the pipeline's `queries.log` says and the
+caller's `session` only as a keyed hash; feedback on it is `routes/feedback.py`. Each key and each session may
+search at most as fast as RUNTIME_OPS_KEY_SEARCHES_PER_S / RUNTIME_OPS_SESSION_SEARCHES_PER_S allow
+(`runtime_ops.api.request_limits`: 429 with Retry-After).
 """
 
 from __future__ import annotations
@@ -113,6 +117,10 @@ class QueryLogging:
         self.now = ops.now
         self._session_key = session_key(ops.link_secret)
 
+    def session_hash(self, session: str | None) -> str | None:
+        """The keyed hash the query log keeps of a caller's session (None: no session)."""
+        return session_hash(self._session_key, session) if session is not None else None
+
     def record(
         self,
         spec: PipelineSpec,
@@ -122,6 +130,7 @@ class QueryLogging:
         k: int,
         served: Served,
         took: float,
+        key_id: str,
     ) -> None:
         queries = spec.queries
         versions, indexes = served.versions(), served.indexes()
@@ -142,7 +151,8 @@ class QueryLogging:
                 shared_prefix=served.shared_prefix,
                 query_text=query if queries.keeps_text else None,
                 query_hash=query_hash(query) if queries.keeps_hash else None,
-                session_hash=session_hash(self._session_key, session) if session is not None else None,
+                session_hash=self.session_hash(session),
+                key_id=key_id,
                 items=tuple(
                     ShownItem(rank, h.chunk_id, h.document_id, h.document_key, team)
                     for rank, (h, team) in enumerate(zip(served.hits, served.teams, strict=True), 1)
@@ -203,14 +213,10 @@ def search(
     result = served.result
     took = time.perf_counter() - started
     metrics.answered(spec, "search", served, took)
-    query_log.record(spec, "search", body.query, body.session, body.k, served, took)
+    query_log.record(spec, "search", body.query, body.session, body.k, served, took, caller.key_id)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
-        "arm": served.arm,
-        "served_by": served.served_by,
-        "model_version": result.model_version,
-        "index_id": result.index_id,
         "results": served.results(),
         "took_ms": round(took * 1000, 2),
     }
@@ -240,18 +246,14 @@ def answer(
             llm.close()
     took = time.perf_counter() - started
     metrics.answered(spec, "answer", served, took)
-    query_log.record(spec, "answer", body.question, body.session, body.k, served, took)
+    query_log.record(spec, "answer", body.question, body.session, body.k, served, took, caller.key_id)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
-        "arm": served.arm,
-        "served_by": served.served_by,
-        "model_version": result.model_version,
-        "index_id": result.index_id,
         "answer": answered.text,
         "answerer": answered.answerer,
         "endpoint_error": answered.endpoint_error,
         # One per passage (overlapping chunks of a document are one), numbered as the model prompt numbers them.
-        "sources": served.sources(answered.sources()),
+        "sources": answered.sources(),
         "took_ms": round(took * 1000, 2),
     }

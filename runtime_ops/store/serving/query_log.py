@@ -48,6 +48,7 @@ def _row(r: QueryRecord) -> dict[str, Any]:
         "route": r.route,
         "arm": r.arm,
         "session_hash": r.session_hash,
+        "key_id": r.key_id,
         "query_text": r.query_text,
         "query_hash": r.query_hash,
         "k": r.k,
