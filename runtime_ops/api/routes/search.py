@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime_ops.api.auth import SearchKey
 from runtime_ops.api.deps import OpsContext
 from runtime_ops.api.query_log_writer import QueryLogWriter
+from runtime_ops.api.request_limits import RequestLimits
 from runtime_ops.api.searchers import Searchers
 from runtime_ops.observability.metrics import METRICS
 from runtime_ops.online.arms import CANDIDATE, PRODUCTION
@@ -126,7 +127,7 @@ class QueryLogging:
         spec: PipelineSpec,
         route: str,
         query: str,
-        session: str | None,
+        session_hash: str | None,
         k: int,
         served: Served,
         took: float,
@@ -151,7 +152,7 @@ class QueryLogging:
                 shared_prefix=served.shared_prefix,
                 query_text=query if queries.keeps_text else None,
                 query_hash=query_hash(query) if queries.keeps_hash else None,
-                session_hash=self.session_hash(session),
+                session_hash=session_hash,
                 key_id=key_id,
                 items=tuple(
                     ShownItem(rank, h.chunk_id, h.document_id, h.document_key, team)
@@ -173,6 +174,7 @@ def install_search(app: FastAPI, ops: OpsContext, registry: CollectorRegistry) -
         on_drop=lambda record, reason: metrics.dropped.labels(record.pipeline).inc(),
     )
     app.state.query_logging = QueryLogging(ops, writer)
+    app.state.request_limits = RequestLimits(settings, ops.now, ops.refusals, shared=ops.refusals.shared)
 
 
 async def get_searchers(request: Request) -> Searchers:
@@ -190,6 +192,15 @@ async def get_query_logging(request: Request) -> QueryLogging:
     return found
 
 
+async def get_limits(request: Request) -> RequestLimits:
+    found: RequestLimits = request.app.state.request_limits
+    return found
+
+
+def client_of(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
 def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, session: str | None, now: Any) -> Served:
     try:
         return routed.search(query, k, request_id=new_request_id(now), session=session)
@@ -199,21 +210,25 @@ def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, sessi
         raise HTTPException(503, f"pipeline {spec.name}: vector store unavailable: {exc}") from None
 
 
-@router.post("/api/search")
+@router.post("/api/search", responses={429: {"description": "Over this key's or session's search limit."}})
 def search(
+    request: Request,
     body: SearchRequest,
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(get_searchers)],
     metrics: Annotated[SearchMetrics, Depends(get_metrics)],
     query_log: Annotated[QueryLogging, Depends(get_query_logging)],
+    limits: Annotated[RequestLimits, Depends(get_limits)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
+    session = query_log.session_hash(body.session)
+    limits.check("search", caller.key_id, session, client=client_of(request), path=request.url.path)
     spec, routed = searchers.routed(body.pipeline)
     served = _served(spec, routed, body.query, body.k, body.session, query_log.now())
     result = served.result
     took = time.perf_counter() - started
     metrics.answered(spec, "search", served, took)
-    query_log.record(spec, "search", body.query, body.session, body.k, served, took, caller.key_id)
+    query_log.record(spec, "search", body.query, session, body.k, served, took, caller.key_id)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
@@ -222,15 +237,19 @@ def search(
     }
 
 
-@router.post("/api/answer")
+@router.post("/api/answer", responses={429: {"description": "Over this key's or session's search limit."}})
 def answer(
+    request: Request,
     body: AnswerRequest,
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(get_searchers)],
     metrics: Annotated[SearchMetrics, Depends(get_metrics)],
     query_log: Annotated[QueryLogging, Depends(get_query_logging)],
+    limits: Annotated[RequestLimits, Depends(get_limits)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
+    session = query_log.session_hash(body.session)
+    limits.check("search", caller.key_id, session, client=client_of(request), path=request.url.path)
     spec, routed = searchers.routed(body.pipeline)
     served = _served(spec, routed, body.question, body.k, body.session, query_log.now())
     result, hits = served.result, served.hits
@@ -246,7 +265,7 @@ def answer(
             llm.close()
     took = time.perf_counter() - started
     metrics.answered(spec, "answer", served, took)
-    query_log.record(spec, "answer", body.question, body.session, body.k, served, took, caller.key_id)
+    query_log.record(spec, "answer", body.question, session, body.k, served, took, caller.key_id)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
