@@ -27,8 +27,8 @@ from runtime_ops_tests.support import web
 from runtime_ops_tests.support.dev_process import Dev
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN
 from runtime_ops_tests.support.recovery_report import report_recovery
-from runtime_ops_tests.support.topology import wait_for
 from runtime_ops_tests.support.served import served_from
+from runtime_ops_tests.support.topology import wait_for
 
 pytestmark = pytest.mark.slow(seconds=228)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 

@@ -21,8 +21,8 @@ from runtime_ops.settings import get_settings
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, serving_v2
 from runtime_ops_tests.support.prometheus import PrometheusServer, scaled_rules
-from runtime_ops_tests.support.topology import wait_for
 from runtime_ops_tests.support.served import served_from
+from runtime_ops_tests.support.topology import wait_for
 
 pytestmark = pytest.mark.slow(seconds=75)  # alone on 2 cores under load (Dec 2026): ~40 s of it is v1 -> v2
 

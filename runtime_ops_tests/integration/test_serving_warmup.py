@@ -21,8 +21,8 @@ from runtime_ops.store import open_store
 from runtime_ops.store.registry.artifacts import Artifacts
 from runtime_ops.store.registry.registry import Registry
 from runtime_ops.vectors.factory import pipeline_vector_store
-from runtime_ops_tests.support.served import served_from
 from runtime_ops_tests.support.own_corpus import declare_pipeline
+from runtime_ops_tests.support.served import served_from
 from runtime_ops_tests.support.serving_index import serve_new_model
 
 
