@@ -133,6 +133,11 @@ class Settings(BaseSettings):
     query_log_batch: int = Field(default=500, ge=1, le=100_000, **_env("RUNTIME_OPS_QUERY_LOG_BATCH"))
     query_log_queue: int = Field(default=20_000, ge=1, le=1_000_000, **_env("RUNTIME_OPS_QUERY_LOG_QUEUE"))
     feedback_window: timedelta | None = Field(default=timedelta(days=7), **_env("RUNTIME_OPS_FEEDBACK_WINDOW"))
+    # Searches and feedback per second per key and per session (bursts: 2x, at least 10; 0: off): request_limits.py
+    key_searches_per_s: float = Field(default=50.0, ge=0.0, **_env("RUNTIME_OPS_KEY_SEARCHES_PER_S"))
+    session_searches_per_s: float = Field(default=1.0, ge=0.0, **_env("RUNTIME_OPS_SESSION_SEARCHES_PER_S"))
+    key_feedback_per_s: float = Field(default=50.0, ge=0.0, **_env("RUNTIME_OPS_KEY_FEEDBACK_PER_S"))
+    session_feedback_per_s: float = Field(default=2.0, ge=0.0, **_env("RUNTIME_OPS_SESSION_FEEDBACK_PER_S"))
 
     # Observability: JSON log lines (one object per line, for collectors) or readable console lines (make dev).
     log_format: Literal["json", "console"] = Field(default="json", **_env("RUNTIME_OPS_LOG_FORMAT"))
@@ -156,11 +161,9 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, v: str | None) -> str | None:
-        if not v:
-            return None
-        if not v.startswith(("redis://", "rediss://", "unix://")):
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
-        return v
+        return v or None
 
     @field_validator("landing")
     @classmethod
@@ -176,11 +179,9 @@ class Settings(BaseSettings):
     @field_validator("vector_store")
     @classmethod
     def _check_vector_store(cls, v: str | None) -> str | None:
-        if not v:
-            return None
-        if not v.startswith(("lance:///", "postgresql://", "postgres://", "postgresql+psycopg2://")):
+        if v and not v.startswith(("lance:///", "postgresql://", "postgres://", "postgresql+psycopg2://")):
             raise ValueError("must be lance:///absolute/folder (embedded) or postgresql://user:pw@host:5432/db")
-        return v
+        return v or None
 
     @field_validator("alert_rules", mode="before")
     @classmethod
@@ -313,15 +314,11 @@ class Settings(BaseSettings):
 
     @property
     def resolved_alert_rules(self) -> Path:
-        if self.alert_rules:
-            return self.alert_rules
-        return Path(__file__).parent / "alerts" / "rules.example.yaml"
+        return self.alert_rules or Path(__file__).parent / "alerts" / "rules.example.yaml"
 
     @property
     def resolved_golden_set(self) -> Path:
-        if self.golden_set:
-            return self.golden_set
-        return Path(__file__).parent / "demo" / "golden.jsonl"
+        return self.golden_set or Path(__file__).parent / "demo" / "golden.jsonl"
 
     def resolved_link_secret(self) -> str:
         """The link-signing secret; embedded mode keeps a generated one under RUNTIME_OPS_HOME."""

@@ -1,9 +1,12 @@
-"""The refusal limiter's buckets in Redis (REDIS_URL), shared by every replica of the ops API.
+"""Token buckets in Redis (REDIS_URL), shared by every replica of the ops API: the refusal limiter's (one bucket of
+failures per client) and the request limits' (`runtime_ops.api.request_limits`: searches and feedback per key and
+per session).
 
-The same token bucket as `runtime_ops.policies.refusals.TokenBuckets` (`burst` failures per client, refilled at
-`per_second`), read, refilled and spent in one Lua script, so two replicas counting the same client at once
-cannot both take its last token. One hash per client, `runtime_ops:refusals:<client>` (tokens, last time in ms),
-expiring once it would be full again: an idle client costs Redis nothing.
+The same token bucket as `runtime_ops.policies.refusals.TokenBuckets` (`burst` tokens, refilled at `per_second`),
+read, refilled and spent in one Lua script, so two replicas counting the same client at once cannot both take its
+last token. A request that spends from several buckets (its key's and its session's) does so in the same script:
+one round trip. One hash per bucket (tokens, last time in ms), expiring once it would be full again: an idle client
+costs Redis nothing.
 
 Times come from the caller's clock (the API's), as for the in-process buckets, so both behave the same.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,29 +23,41 @@ from runtime_ops.locks.redis_lock import redact_url
 
 KEY_PREFIX = "runtime_ops:refusals:"
 
-# KEYS[1] the client's bucket; ARGV[1] burst, ARGV[2] tokens per second, ARGV[3] now (ms), ARGV[4] ttl (ms).
-# Returns 0 when a token was taken, else the whole seconds until one is back.
+# KEYS: the buckets; ARGV[1] now (ms), then per bucket: burst, tokens per second, ttl (ms). Every bucket spends one
+# token when it has one. Returns {0, 0} when all of them had one, else {the whole seconds until the emptiest has
+# one, its position in KEYS}.
 SPEND_LUA = """
-local burst, rate, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local state = redis.call('hmget', KEYS[1], 'tokens', 'at')
-local tokens, at = tonumber(state[1]), tonumber(state[2])
-if tokens == nil or at == nil then
-  tokens, at = burst, now
+local now = tonumber(ARGV[1])
+local longest, which = 0, 0
+for i, key in ipairs(KEYS) do
+  local burst, rate, ttl = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]), ARGV[3 * i + 1]
+  local state = redis.call('hmget', key, 'tokens', 'at')
+  local tokens, at = tonumber(state[1]), tonumber(state[2])
+  if tokens == nil or at == nil then
+    tokens, at = burst, now
+  end
+  if now > at then
+    tokens = math.min(burst, tokens + (now - at) / 1000 * rate)
+    at = now
+  end
+  if tokens >= 1 then
+    tokens = tokens - 1
+  else
+    local wait = math.max(1, math.ceil((1 - tokens) / rate))
+    if wait > longest then
+      longest, which = wait, i
+    end
+  end
+  redis.call('hset', key, 'tokens', tostring(tokens), 'at', tostring(at))
+  redis.call('pexpire', key, ttl)
 end
-if now > at then
-  tokens = math.min(burst, tokens + (now - at) / 1000 * rate)
-  at = now
-end
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-else
-  wait = math.max(1, math.ceil((1 - tokens) / rate))
-end
-redis.call('hset', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(at))
-redis.call('pexpire', KEYS[1], ARGV[4])
-return wait
+return {longest, which}
 """
+
+
+def ttl_ms(burst: int, per_second: float) -> int:
+    """How long a bucket's key lives: until it would be full again, plus a second (a missing key means full)."""
+    return math.ceil(burst / per_second + 1) * 1000
 
 
 class BucketsUnavailable(RuntimeError):
@@ -49,13 +65,13 @@ class BucketsUnavailable(RuntimeError):
 
 
 class RedisBuckets:
-    """Per-client buckets in the Redis at `url`. Thread-safe; the client is created on first use."""
+    """Buckets in the Redis at `url`: `spend` the refusal limiter's per-client ones (`burst`, `per_second`),
+    `spend_all` any. Thread-safe; the client is created on first use."""
 
     def __init__(self, url: str, *, burst: int, per_second: float, socket_timeout: float = 0.5) -> None:
         self.url, self.burst, self.per_second = url, burst, per_second
         self.socket_timeout = socket_timeout
-        # Until the bucket would be full again, plus a second: after that a missing key means the same thing.
-        self.ttl_ms = math.ceil(burst / per_second + 1) * 1000
+        self.ttl_ms = ttl_ms(burst, per_second)
         self._script: Any = None
         self._errors: tuple[type[BaseException], ...] = ()
         self._client: Any = None
@@ -78,15 +94,23 @@ class RedisBuckets:
 
     def spend(self, client: str, now: datetime) -> int | None:
         """Take one failure from `client`'s bucket: None when it had one, else the seconds until it will."""
+        refused = self.spend_all([(KEY_PREFIX + client, self.burst, self.per_second)], now)
+        return refused[0] if refused is not None else None
+
+    def spend_all(self, buckets: Sequence[tuple[str, int, float]], now: datetime) -> tuple[int, int] | None:
+        """Take one token from each of `buckets` ((Redis key, burst, per second)) in one round trip: None when every
+        one had a token, else (the seconds until the emptiest will, its index in `buckets`)."""
         script = self._spend_script()
-        now_ms = int(now.timestamp() * 1000)
+        args: list[Any] = [int(now.timestamp() * 1000)]
+        for _, burst, per_second in buckets:
+            args += [burst, repr(per_second), ttl_ms(burst, per_second)]
         try:
-            wait = script(keys=[KEY_PREFIX + client], args=[self.burst, repr(self.per_second), now_ms, self.ttl_ms])
+            wait, which = script(keys=[key for key, _, _ in buckets], args=args)
         except self._errors as exc:
             raise BucketsUnavailable(
                 f"Redis at REDIS_URL={redact_url(self.url)} did not answer ({type(exc).__name__})"
             ) from exc
-        return int(wait) or None
+        return (int(wait), int(which) - 1) if int(wait) else None
 
     def close(self) -> None:
         client, self._client, self._script = self._client, None, None

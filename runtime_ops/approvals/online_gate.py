@@ -17,7 +17,7 @@ from typing import Any
 
 from runtime_ops.decisions.decide import decide_by_policy
 from runtime_ops.labels import version_label
-from runtime_ops.online.evidence import OnlineEvidence, online_evidence
+from runtime_ops.online.evidence import EvidenceLimits, OnlineEvidence, online_evidence
 from runtime_ops.online.evidence_text import evidence_lines, summary
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
@@ -62,7 +62,8 @@ def request_evidence(store: StateStore, request: dict[str, Any], policy: OnlineP
         return RequestEvidence(None, None)
     try:
         inputs = store.query_log.online_inputs(int(rollout["id"]))
-        evidence = online_evidence(inputs, mode=str(rollout["mode"]), min_queries=policy.min_queries)
+        limits = EvidenceLimits(max_key_share=policy.max_key_share, max_session_share=policy.max_session_share)
+        evidence = online_evidence(inputs, mode=str(rollout["mode"]), min_queries=policy.min_queries, limits=limits)
     except Exception as exc:  # fail closed: shown as unavailable, decides nothing
         log.warning(f"online evidence of {request['id']} (rollout #{rollout['id']}) failed: {exc}")
         return RequestEvidence(rollout, None, error=f"{type(exc).__name__}: {exc}")
@@ -88,6 +89,7 @@ def review_pending(
             verdict=found.verdict,
             decides=evidence.decides if evidence is not None else True,
             error=found.error,
+            caveat=evidence.caveat if evidence is not None else None,
         )
         if ruling.action not in ("approve", "reject") or evidence is None:
             continue

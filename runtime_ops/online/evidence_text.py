@@ -2,7 +2,9 @@
 (pure; plain text: each caller escapes it for its own markup).
 
 One line per signal, each with its query count, the deciding one first with its interval and verdict; "waiting
-for N more queries" while the count is short, "no rollout" when none ran beside the request.
+for N more queries" while the count is short, "no rollout" when none ran beside the request; who the decisive
+queries came from (the largest key's and session's shares), and why any were left out or nothing is decided
+("evidence dominated by one key (83% of decisive queries)", "sample ratio mismatch: 412 vs 190 for a 50/50 split").
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 from runtime_ops.online.evidence import OnlineEvidence
 from runtime_ops.online.statistics import Interval
 
-__all__ = ["evidence_lines", "summary"]
+__all__ = ["evidence_lines", "sources_line", "summary"]
 
 
 def _signed(value: float) -> str:
@@ -30,7 +32,24 @@ def _rate(positive: int, n: int) -> str:
 def _verdict(evidence: OnlineEvidence) -> str:
     if evidence.verdict == "not enough queries":
         return f"not enough queries: waiting for {evidence.missing} more (min_queries {evidence.min_queries})"
+    if evidence.verdict == "not decisive":
+        return f"not decisive: {evidence.caveat}"
     return evidence.verdict
+
+
+def sources_line(evidence: OnlineEvidence) -> str | None:
+    """Who the decisive queries came from, and what was left out (None: no decisive query yet)."""
+    spread = evidence.concentration
+    if spread is None or not spread.observations:
+        return None
+    line = (
+        f"{spread.observations} decisive queries from {spread.keys} API key{'s' if spread.keys != 1 else ''} and "
+        f"{spread.sessions} session{'s' if spread.sessions != 1 else ''}: the largest key sent "
+        f"{spread.top_key_share:.0%}, the largest session {spread.top_session_share:.0%}"
+    )
+    if evidence.caveat and evidence.verdict != "not decisive":
+        line += f"; {evidence.caveat}"
+    return line
 
 
 def summary(evidence: OnlineEvidence) -> str:
@@ -70,6 +89,8 @@ def evidence_lines(
     if evidence is None:
         return [rollout]
     lines = [summary(evidence)]
+    if (who := sources_line(evidence)) is not None:
+        lines.append(who)
     if evidence.click_mrr is not None:
         m = evidence.click_mrr
         lines.append(

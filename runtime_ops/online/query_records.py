@@ -41,6 +41,7 @@ class QueryRecord:
     query_text: str | None = None  # only when the pipeline declares `queries: {log: text}`
     query_hash: str | None = None  # None only under `log: off`
     session_hash: str | None = None
+    key_id: str | None = None  # the API key that made the request (feedback is accepted from it alone)
     candidate_version: int | None = None
     candidate_index: int | None = None
     rollout_id: int | None = None

@@ -15,7 +15,9 @@ from typing import Literal
 
 # The verdicts of `online/evidence.py` (`EvidenceVerdict`), spelled here so the machine does not need the evidence.
 BETTER, WORSE, NO_DIFFERENCE, NOT_ENOUGH = "better", "worse", "no difference yet", "not enough queries"
-VERDICTS = (BETTER, WORSE, NO_DIFFERENCE, NOT_ENOUGH)
+# Evidence one key or session dominates, or whose split does not match its share: the stage waits (then halts).
+NOT_DECISIVE = "not decisive"
+VERDICTS = (BETTER, WORSE, NO_DIFFERENCE, NOT_ENOUGH, NOT_DECISIVE)
 
 Action = Literal["wait", "advance", "promote", "roll back", "halt"]
 

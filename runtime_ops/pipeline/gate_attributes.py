@@ -30,8 +30,23 @@ class OnlineGateAttributes(dg.Resolvable, dg.Model):
         description="Live queries the online comparison must count before it can decide.",
     )
 
+    max_key_share: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        default=OnlinePolicy.max_key_share,
+        description="The largest share of the decisive live queries one API key may contribute; a key above it is "
+        "left out of the verdict (1.0: off, for a deployment whose every user comes through one application key).",
+    )
+    max_session_share: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        default=OnlinePolicy.max_session_share,
+        description="The largest share of the decisive live queries one session may contribute; above it, left out.",
+    )
+
     def policy(self) -> OnlinePolicy:
-        return OnlinePolicy(required=self.required, min_queries=self.min_queries)
+        return OnlinePolicy(
+            required=self.required,
+            min_queries=self.min_queries,
+            max_key_share=self.max_key_share,
+            max_session_share=self.max_session_share,
+        )
 
 
 class GateAttributes(dg.Resolvable, dg.Model):
@@ -56,7 +71,8 @@ class GateAttributes(dg.Resolvable, dg.Model):
     resamples: int = Field(default=GatePolicy.resamples, ge=100, le=100_000, description="Bootstrap resamples.")
     online: OnlineGateAttributes = Field(
         default_factory=OnlineGateAttributes,
-        description="Evidence from live traffic: {required: false, min_queries: 500}.",
+        description="Evidence from live traffic: {required: false, min_queries: 500, max_key_share: 0.5, "
+        "max_session_share: 0.1}.",
     )
 
     def policy(self, settings: Settings) -> GatePolicy:

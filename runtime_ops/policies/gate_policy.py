@@ -18,16 +18,23 @@ _MIN_POLICY_RESAMPLES = 100
 @dataclass(frozen=True)
 class OnlinePolicy:
     """Whether the gate also needs evidence from live traffic (a rollout's interleaving, canary or shadow
-    comparison) before it auto-approves, and how many of the rollout's queries that evidence must count. Declared
+    comparison) before it auto-approves, how many of the rollout's queries that evidence must count, and how much of
+    it one API key or one session may contribute (more, and theirs is left out: `online/evidence.py`). Declared
     per pipeline (`gate.online`); not required by default, and a first model (nothing to compare with) skips it."""
 
     required: bool = False
     min_queries: int = 500
+    max_key_share: float = 0.5
+    max_session_share: float = 0.1
 
     def __post_init__(self) -> None:
         value = self.min_queries
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"OnlinePolicy.min_queries must be an integer >= 1, got {value!r}")
+        for name in ("max_key_share", "max_session_share"):
+            share = getattr(self, name)
+            if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+                raise ValueError(f"OnlinePolicy.{name} must be a share in (0, 1], got {share!r}")
 
 
 @dataclass(frozen=True)

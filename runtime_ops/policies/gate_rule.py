@@ -188,12 +188,14 @@ def judge_online(
     verdict: str | None,
     decides: bool = True,
     error: str | None = None,
+    caveat: str | None = None,
 ) -> OnlineRuling:
     """The online half of the gate for one pending request.
 
     `verdict` is the rollout's evidence verdict ("better", "worse", "no difference yet", "not enough queries"; the
     count is already in it: "worse" and "better" need `min_queries`), None when no rollout ran beside the request;
-    `decides` False for evidence that only informs (shadow); `error` when the evidence could not be computed.
+    `decides` False for evidence that only informs (shadow); `error` when the evidence could not be computed;
+    `caveat` why the evidence is "not decisive" (one key or session dominates it, or a sample-ratio mismatch).
 
     - a first model has nothing to compare with: the online half is skipped;
     - an error never approves (fail closed) and rejects nothing: the request waits;
@@ -206,6 +208,9 @@ def judge_online(
         return OnlineRuling("wait", f"online evidence could not be computed ({error}): nothing is approved on it")
     if verdict == "worse" and decides:
         return OnlineRuling("reject", "the candidate loses to production on live traffic with confidence")
+    if verdict == "not decisive":
+        return OnlineRuling("wait", f"online evidence is not decisive ({caveat or 'no reason given'}): nothing is "
+                            "decided on it")  # fmt: skip
     if not policy.required:
         return OnlineRuling("none", "online evidence is shown, not required")
     if not offline_auto_approve:

@@ -46,13 +46,13 @@ class Passage:
     text: str
 
     def as_source(self) -> dict[str, Any]:
-        """How an answer cites it: the first chunk (`chunk_id`) and every chunk it joins (`chunk_ids`)."""
+        """How an answer cites it: the first chunk (`chunk_id`) and every chunk it joins (`chunk_ids`). No score: it
+        is the serving model's own similarity and would tell a caller which model answered (`SearchHit.as_dict`)."""
         return {
             "document_key": self.document_key,
             "title": self.title,
             "chunk_id": self.chunk_ids[0],
             "chunk_ids": list(self.chunk_ids),
-            "score": round(self.score, 6),
         }
 
 

@@ -69,10 +69,9 @@ class Served:
     shared_prefix: int | None = None
 
     def results(self) -> list[dict[str, Any]]:
-        """The response's results: each hit, with its team when interleaved."""
-        if self.arm != INTERLEAVED:
-            return [h.as_dict() for h in self.hits]
-        return [{**h.as_dict(), "team": team} for h, team in zip(self.hits, self.teams, strict=True)]
+        """The response's results: the hits alone. An item's team, like the arm, stays in the query log: a caller
+        that knew it could click one team's items only (`routes/search.py`)."""
+        return [h.as_dict() for h in self.hits]
 
     def versions(self) -> dict[str, int]:
         """The model version of each arm that served (by arm, or by team when interleaved)."""
@@ -81,13 +80,6 @@ class Served:
     def indexes(self) -> dict[str, int]:
         """The index id of each arm that served (by arm, or by team when interleaved)."""
         return {by.get("arm") or by["team"]: int(by["index_id"]) for by in self.served_by}
-
-    def sources(self, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """An answer's sources, each with the team of the chunk it cites first when interleaved."""
-        if self.arm != INTERLEAVED:
-            return sources
-        team = {h.chunk_id: t for h, t in zip(self.hits, self.teams, strict=True)}
-        return [{**s, "team": team.get(s["chunk_id"])} for s in sources]
 
 
 def _by(label: str, arm: str, result: SearchResult) -> dict[str, Any]:

@@ -43,13 +43,9 @@ class SearchHit:
     ord: int  # the chunk's place in it (consecutive chunks share their overlap)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "chunk_id": self.chunk_id,
-            "document_key": self.document_key,
-            "title": self.title,
-            "score": round(self.score, 6),
-            "text": self.text,
-        }
+        """The hit as a response shows it: no score. Scores are each model's own similarities, on each model's own
+        scale: in an interleaved list each team's scores fall on their own, so they would tell the teams apart."""
+        return {"chunk_id": self.chunk_id, "document_key": self.document_key, "title": self.title, "text": self.text}
 
 
 @dataclass(frozen=True)

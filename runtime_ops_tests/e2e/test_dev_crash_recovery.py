@@ -27,6 +27,7 @@ from runtime_ops_tests.support import web
 from runtime_ops_tests.support.dev_process import Dev
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN
 from runtime_ops_tests.support.recovery_report import report_recovery
+from runtime_ops_tests.support.served import served_from
 from runtime_ops_tests.support.topology import wait_for
 
 pytestmark = pytest.mark.slow(seconds=228)  # alone on 2 cores (Dec 2026): started first, see conftest.py
@@ -161,7 +162,7 @@ def test_sigkill_of_dev_during_each_run_kind_then_restart_finishes_with_no_perso
         )
         assert found.status_code == 200, found.text
         body = found.json()
-        assert body["index_id"] == index["id"] and len(body["results"]) == 3
+        assert served_from(store, body["request_id"])[1] == index["id"] and len(body["results"]) == 3
     except BaseException:
         print(dev.tail())
         raise

@@ -21,6 +21,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, serving_v2
 from runtime_ops_tests.support.prometheus import PrometheusServer, scaled_rules
+from runtime_ops_tests.support.served import served_from
 from runtime_ops_tests.support.topology import wait_for
 
 pytestmark = pytest.mark.slow(seconds=75)  # alone on 2 cores under load (Dec 2026): ~40 s of it is v1 -> v2
@@ -185,8 +186,9 @@ def test_helpful_share_drop_fires_through_prometheus_and_alertmanager_and_rolls_
         # What applications get follows: the next searches are served by v1's index.
         users = Users(api)
         try:
-            _until(lambda: users.search()["served_by"][0]["model_version"] == 1, 20, "searches served by v1")
+            _until(lambda: served_from(store, users.search()["request_id"])[0] == 1, 20, "searches served by v1")
             answer = users.search()
-            assert (answer["arm"], answer["index_id"]) == ("production", index_v1["id"])
+            assert served_from(store, answer["request_id"]) == (1, index_v1["id"])
+            assert store.query_log.get(answer["request_id"]).record["arm"] == "production"  # type: ignore[union-attr]
         finally:
             users.close()

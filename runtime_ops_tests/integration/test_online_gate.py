@@ -76,8 +76,9 @@ def _text(i: int) -> str:
 def _yaml(required: bool) -> str:
     return (
         "  rollout: {mode: interleave, share: 1.0, max_duration: 2d}\n"
+        # One application key sends every simulated user's traffic (without sessions): no key may be left out.
         f"  gate: {{auto_approve_margin: 0.05, max_regression: 1.0, online: {{required: {str(required).lower()}, "
-        f"min_queries: {MIN_QUERIES}}}}}\n"
+        f"min_queries: {MIN_QUERIES}, max_key_share: 1.0}}}}\n"
         f"  approvals: {{slack_channel: {CHANNEL}, approvers: [{APPROVER}]}}\n"
     )
 
@@ -196,7 +197,7 @@ def _ask(world: World, pipeline: str, rng: random.Random) -> list[tuple[str, int
                            headers=world.headers, timeout=30)  # fmt: skip
         assert reply.status_code == 200, reply.text
         body = reply.json()
-        assert body["arm"] == "interleaved"
+        assert "arm" not in body and all("team" not in r for r in body["results"])
         shown = body["results"]
         for rank in users.clicks(grades([r["document_key"] for r in shown], {GOLDEN[question]}), rng):
             clicks.append((body["request_id"], shown[rank - 1]["chunk_id"]))

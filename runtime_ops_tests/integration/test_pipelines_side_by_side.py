@@ -20,6 +20,7 @@ from runtime_ops.store import open_store
 from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer, operator_cli
 from runtime_ops_tests.support.flow import Flow
+from runtime_ops_tests.support.served import served_from
 
 # alpha serves the data and text docs, beta the files and net docs: disjoint corpora and golden sets.
 CORPORA = {"alpha": ("data", "text"), "beta": ("files", "net")}
@@ -179,6 +180,6 @@ def test_two_pipelines_gate_and_promote_independently(env, postgres_url, dagster
             )
             assert reply.status_code == 200, reply.text
             found = reply.json()
-            assert (found["pipeline"], found["model_version"]) == (name, 2)
-            assert found["index_id"] == stores[name].indexes.current_index()["id"]
+            assert found["pipeline"] == name
+            assert served_from(stores[name], found["request_id"]) == (2, stores[name].indexes.current_index()["id"])
             assert found["results"] and {r["document_key"].split("/")[1] for r in found["results"]} <= set(folders)

@@ -81,6 +81,7 @@ def _users(api: ApiServer, store: StateStore, headers: dict[str, str], n: int, s
     model = PositionBased()
     arms: dict[str, int] = {}
     clicks: list[dict[str, Any]] = []
+    asked: list[str] = []
     before = store.query_log.counts()["records"]
     for i in range(n):
         q = questions[i % len(questions)]
@@ -88,14 +89,19 @@ def _users(api: ApiServer, store: StateStore, headers: dict[str, str], n: int, s
         resp = web.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30)
         assert resp.status_code == 200, resp.text
         served = resp.json()
-        arms[served["arm"]] = arms.get(served["arm"], 0) + 1
         shown = [r["document_key"] for r in served["results"]]
         for rank in model.clicks(grades(shown, set(q.relevant)), rng):
-            clicks.append({"request_id": served["request_id"], "chunk_id": served["results"][rank - 1]["chunk_id"]})
+            chunk = served["results"][rank - 1]["chunk_id"]
+            clicks.append({"request_id": served["request_id"], "chunk_id": chunk, "session": body["session"]})
+        asked.append(served["request_id"])
     deadline = time.monotonic() + 30
     while store.query_log.counts()["records"] < before + n:  # the writer flushes every RUNTIME_OPS_QUERY_LOG_FLUSH_S
         assert time.monotonic() < deadline, "the query log did not write every request"
         time.sleep(0.2)
+    for request_id in asked:  # the arm is the server's to know: the query log says it, the response does not
+        logged = store.query_log.get(request_id)
+        assert logged is not None
+        arms[logged.record["arm"]] = arms.get(logged.record["arm"], 0) + 1
     for click in clicks:
         sent = web.post(f"{api.url}/api/feedback", json={**click, "signal": "click"}, headers=headers, timeout=30)
         assert sent.status_code in (200, 201), sent.text
@@ -191,10 +197,22 @@ def test_a_ramp_rolls_back_by_itself_when_the_candidate_loses(
         serving = store.indexes.current_index()
         assert serving is not None and serving["model_version"] == 1
         time.sleep(1.2)
+        served_ids: list[str] = []
         for i in range(10):
             body = {"query": "json dumps indent", "k": K, "session": f"user-1-{i}"}
             served = web.post(f"{api.url}/api/search", json=body, headers=headers, timeout=30).json()
-            assert (served["arm"], served["model_version"], served["index_id"]) == ("production", 1, serving["id"])
+            served_ids.append(served["request_id"])
+        deadline = time.monotonic() + 30
+        while any(store.query_log.get(i) is None for i in served_ids):
+            assert time.monotonic() < deadline, "the query log did not write every request"
+            time.sleep(0.2)
+        for request_id in served_ids:
+            logged = store.query_log.get(request_id)
+            assert logged is not None
+            record = logged.record
+            assert (record["arm"], record["production_version"], record["production_index"]) == (
+                "production", 1, serving["id"],
+            )  # fmt: skip
 
         # Slack: the request's message says it, and one thread reply does (a tick run again says nothing twice).
         assert "Rolled back automatically" in json.dumps(slack.messages[ts]["blocks"])

@@ -14,6 +14,7 @@ from runtime_ops.settings import get_settings
 from runtime_ops_tests.support import web
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.flow import Flow, serving_v1
+from runtime_ops_tests.support.served import served_from
 
 pytestmark = pytest.mark.slow(seconds=118)  # alone on 2 cores (Dec 2026): started first, see conftest.py
 
@@ -81,7 +82,7 @@ def test_new_overwritten_and_deleted_documents_reach_search(
         reader = {"Authorization": f"Bearer {store.api_keys.create('reader', ['read']).key}"}
         assert web.post(f"{api.url}/api/search", json={"query": "x"}, headers=reader, timeout=30).status_code == 403
         before = _search(api, api_headers, "dataclass fields default factory")
-        assert before["model_version"] == 1 and before["index_id"] == index["id"] and before["results"]
+        assert served_from(store, before["request_id"]) == (1, index["id"]) and before["results"]
 
         # 1. A new document lands: after its ingestion and one serving pass it is the best hit for its words.
         (landing / KEY).parent.mkdir(parents=True)

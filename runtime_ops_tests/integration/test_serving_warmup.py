@@ -22,6 +22,7 @@ from runtime_ops.store.registry.artifacts import Artifacts
 from runtime_ops.store.registry.registry import Registry
 from runtime_ops.vectors.factory import pipeline_vector_store
 from runtime_ops_tests.support.own_corpus import declare_pipeline
+from runtime_ops_tests.support.served import served_from
 from runtime_ops_tests.support.serving_index import serve_new_model
 
 
@@ -83,7 +84,7 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
         assert loads() == [("alpha", 1)] and searcher.warmed == first
         assert ("gamma", 1) in loaded
         found = client.post("/api/search", json={"query": "quokka tracker", "pipeline": "alpha"}, headers=headers)
-        assert found.status_code == 200 and found.json()["index_id"] == first, found.text
+        assert found.status_code == 200 and served_from(alpha, found.json()["request_id"])[1] == first, found.text
         assert loads() == [("alpha", 1)]  # the request loaded nothing
 
         # A promotion moves alpha's alias: the loop loads v2 and its index before a request asks.
@@ -91,7 +92,7 @@ def test_serving_indexes_are_loaded_before_ready_and_after_a_promotion_before_an
         _until(lambda: searcher.warmed == second, "alpha's new serving index to be loaded")
         assert loads() == [("alpha", 1), ("alpha", 2)]
         found = client.post("/api/search", json={"query": "quokka tracker", "pipeline": "alpha"}, headers=headers)
-        assert (found.json()["index_id"], found.json()["model_version"]) == (second, 2)
+        assert served_from(alpha, found.json()["request_id"]) == (2, second)
         assert loads() == [("alpha", 1), ("alpha", 2)]
 
         # beta's first index (its own v1) is loaded as soon as it exists, and the probe's note about it goes.

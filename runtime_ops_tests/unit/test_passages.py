@@ -62,8 +62,7 @@ def test_consecutive_chunks_are_one_passage_with_their_overlap_once() -> None:
         "title": "Doc 7",
         "chunk_id": 7000,
         "chunk_ids": [7000, 7001],
-        "score": 0.9,
-    }
+    }  # no score: it would tell a caller which model answered
 
 
 def test_runs_documents_and_rank_order_are_kept_apart() -> None:

@@ -4,13 +4,17 @@ Both need an API key with the `search` scope (`runtime-ops keys create app --sco
 Each request reads the pipeline's `retrieval_index` alias once and is answered from that index alone, so a response
 never mixes two model versions, also while a promotion or rollback swaps the alias; while a candidate is rolled out
 (`rollout:` in defs.yaml) the request's arm may be the candidate's index or both, interleaved
-(`serving/rollout_search.py`), and the response names the arm and what served it. Handlers are plain `def`s:
-embedding the query and reading the vector store block, so they run in the thread pool.
+(`serving/rollout_search.py`). Handlers are plain `def`s: embedding the query and reading the vector store block, so
+they run in the thread pool.
 
-Every response carries a `request_id` (`runtime_ops.online.request_ids`), the `arm` that served it and `served_by`
-(the model version and index of each arm). The request is recorded in the query log with the items it showed
-(`runtime_ops.api.query_log_writer`: off the request path), keeping the query's text and hash as the pipeline's
-`queries.log` says and the caller's `session` only as a keyed hash; feedback on it is `routes/feedback.py`.
+A response names no arm, no team and no model version or index: a caller that knew which arm served it, or which
+team drafted an item, could click one side only and steer the online gate. It carries the `request_id`
+(`runtime_ops.online.request_ids`), the one thing feedback needs. What served the request (arm, each arm's model
+version and index, each item's team) stays server-side in the query log (`runtime_ops.api.query_log_writer`: off
+the request path), with the key that asked, the query's text and hash as the pipeline's `queries.log` says and the
+caller's `session` only as a keyed hash; feedback on it is `routes/feedback.py`. Each key and each session may
+search at most as fast as RUNTIME_OPS_KEY_SEARCHES_PER_S / RUNTIME_OPS_SESSION_SEARCHES_PER_S allow
+(`runtime_ops.api.request_limits`: 429 with Retry-After).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime_ops.api.auth import SearchKey
 from runtime_ops.api.deps import OpsContext
 from runtime_ops.api.query_log_writer import QueryLogWriter
+from runtime_ops.api.request_limits import RequestLimits
 from runtime_ops.api.searchers import Searchers
 from runtime_ops.observability.metrics import METRICS
 from runtime_ops.online.arms import CANDIDATE, PRODUCTION
@@ -113,15 +118,20 @@ class QueryLogging:
         self.now = ops.now
         self._session_key = session_key(ops.link_secret)
 
+    def session_hash(self, session: str | None) -> str | None:
+        """The keyed hash the query log keeps of a caller's session (None: no session)."""
+        return session_hash(self._session_key, session) if session is not None else None
+
     def record(
         self,
         spec: PipelineSpec,
         route: str,
         query: str,
-        session: str | None,
+        session_hash: str | None,
         k: int,
         served: Served,
         took: float,
+        key_id: str,
     ) -> None:
         queries = spec.queries
         versions, indexes = served.versions(), served.indexes()
@@ -142,7 +152,8 @@ class QueryLogging:
                 shared_prefix=served.shared_prefix,
                 query_text=query if queries.keeps_text else None,
                 query_hash=query_hash(query) if queries.keeps_hash else None,
-                session_hash=session_hash(self._session_key, session) if session is not None else None,
+                session_hash=session_hash,
+                key_id=key_id,
                 items=tuple(
                     ShownItem(rank, h.chunk_id, h.document_id, h.document_key, team)
                     for rank, (h, team) in enumerate(zip(served.hits, served.teams, strict=True), 1)
@@ -163,6 +174,7 @@ def install_search(app: FastAPI, ops: OpsContext, registry: CollectorRegistry) -
         on_drop=lambda record, reason: metrics.dropped.labels(record.pipeline).inc(),
     )
     app.state.query_logging = QueryLogging(ops, writer)
+    app.state.request_limits = RequestLimits(settings, ops.now, ops.refusals, shared=ops.refusals.shared)
 
 
 async def get_searchers(request: Request) -> Searchers:
@@ -180,6 +192,15 @@ async def get_query_logging(request: Request) -> QueryLogging:
     return found
 
 
+async def get_limits(request: Request) -> RequestLimits:
+    found: RequestLimits = request.app.state.request_limits
+    return found
+
+
+def client_of(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
 def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, session: str | None, now: Any) -> Served:
     try:
         return routed.search(query, k, request_id=new_request_id(now), session=session)
@@ -189,42 +210,46 @@ def _served(spec: PipelineSpec, routed: RolloutSearch, query: str, k: int, sessi
         raise HTTPException(503, f"pipeline {spec.name}: vector store unavailable: {exc}") from None
 
 
-@router.post("/api/search")
+@router.post("/api/search", responses={429: {"description": "Over this key's or session's search limit."}})
 def search(
+    request: Request,
     body: SearchRequest,
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(get_searchers)],
     metrics: Annotated[SearchMetrics, Depends(get_metrics)],
     query_log: Annotated[QueryLogging, Depends(get_query_logging)],
+    limits: Annotated[RequestLimits, Depends(get_limits)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
+    session = query_log.session_hash(body.session)
+    limits.check("search", caller.key_id, session, client=client_of(request), path=request.url.path)
     spec, routed = searchers.routed(body.pipeline)
     served = _served(spec, routed, body.query, body.k, body.session, query_log.now())
     result = served.result
     took = time.perf_counter() - started
     metrics.answered(spec, "search", served, took)
-    query_log.record(spec, "search", body.query, body.session, body.k, served, took)
+    query_log.record(spec, "search", body.query, session, body.k, served, took, caller.key_id)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
-        "arm": served.arm,
-        "served_by": served.served_by,
-        "model_version": result.model_version,
-        "index_id": result.index_id,
         "results": served.results(),
         "took_ms": round(took * 1000, 2),
     }
 
 
-@router.post("/api/answer")
+@router.post("/api/answer", responses={429: {"description": "Over this key's or session's search limit."}})
 def answer(
+    request: Request,
     body: AnswerRequest,
     caller: SearchKey,
     searchers: Annotated[Searchers, Depends(get_searchers)],
     metrics: Annotated[SearchMetrics, Depends(get_metrics)],
     query_log: Annotated[QueryLogging, Depends(get_query_logging)],
+    limits: Annotated[RequestLimits, Depends(get_limits)],
 ) -> dict[str, Any]:
     started = time.perf_counter()
+    session = query_log.session_hash(body.session)
+    limits.check("search", caller.key_id, session, client=client_of(request), path=request.url.path)
     spec, routed = searchers.routed(body.pipeline)
     served = _served(spec, routed, body.question, body.k, body.session, query_log.now())
     result, hits = served.result, served.hits
@@ -240,18 +265,14 @@ def answer(
             llm.close()
     took = time.perf_counter() - started
     metrics.answered(spec, "answer", served, took)
-    query_log.record(spec, "answer", body.question, body.session, body.k, served, took)
+    query_log.record(spec, "answer", body.question, session, body.k, served, took, caller.key_id)
     return {
         "request_id": served.request_id,
         "pipeline": result.pipeline,
-        "arm": served.arm,
-        "served_by": served.served_by,
-        "model_version": result.model_version,
-        "index_id": result.index_id,
         "answer": answered.text,
         "answerer": answered.answerer,
         "endpoint_error": answered.endpoint_error,
         # One per passage (overlapping chunks of a document are one), numbered as the model prompt numbers them.
-        "sources": served.sources(answered.sources()),
+        "sources": answered.sources(),
         "took_ms": round(took * 1000, 2),
     }

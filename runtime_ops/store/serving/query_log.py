@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Select, and_, delete, func, insert, select
 
 from runtime_ops.online.arms import CANDIDATE, INTERLEAVED, PRODUCTION
+from runtime_ops.online.concentration import Source
 from runtime_ops.online.evidence import POSITIVE_SIGNALS, ArmRequests, InterleavedQuery, OnlineInputs, ShadowSums
 from runtime_ops.online.query_records import QueryRecord
 from runtime_ops.store import schema as t
@@ -48,6 +49,7 @@ def _row(r: QueryRecord) -> dict[str, Any]:
         "route": r.route,
         "arm": r.arm,
         "session_hash": r.session_hash,
+        "key_id": r.key_id,
         "query_text": r.query_text,
         "query_hash": r.query_hash,
         "k": r.k,
@@ -182,8 +184,11 @@ class QueryLog(Repository):
                 return OnlineInputs(rollout_id=rollout_id)
             mine = and_(_Q.c.rollout_id == rollout_id, self.owned(_Q))
             records = conn.execute(
-                select(_Q.c.request_id, _Q.c.arm, _Q.c.k, _Q.c["items"], _Q.c.shared_prefix).where(mine)
-            ).all()
+                select(
+                    _Q.c.request_id, _Q.c.arm, _Q.c.k, _Q.c["items"], _Q.c.shared_prefix, _Q.c.key_id,
+                    _Q.c.session_hash, _Q.c.query_hash,
+                ).where(mine)
+            ).all()  # fmt: skip
             ids = select(_Q.c.request_id).where(mine)
             feedback = conn.execute(
                 select(_F.c.request_id, _F.c.chunk_id).where(
@@ -195,20 +200,24 @@ class QueryLog(Repository):
             positive[f.request_id].add(int(f.chunk_id))
         interleaved: list[InterleavedQuery] = []
         alone: dict[str, list[int | None]] = {PRODUCTION: [], CANDIDATE: []}
+        sources: dict[str, list[Source]] = {PRODUCTION: [], CANDIDATE: []}
         for r in records:
             liked = positive.get(r.request_id, set())
             ranks = sorted(int(i["rank"]) for i in r.items if int(i["chunk_id"]) in liked)
+            source = Source(r.key_id, r.session_hash, r.query_hash)
             if r.arm == INTERLEAVED:
                 teams = tuple(str(i["team"]) for i in sorted(r.items, key=lambda i: int(i["rank"])))
-                interleaved.append(InterleavedQuery(teams, tuple(ranks), int(r.shared_prefix or 0)))
+                interleaved.append(InterleavedQuery(teams, tuple(ranks), int(r.shared_prefix or 0), source))
             elif r.arm in alone:
                 alone[r.arm].append(ranks[0] if ranks else None)
+                sources[r.arm].append(source)
         ks = Counter(int(r.k) for r in records)
         return OnlineInputs(
             rollout_id=rollout_id,
             interleaved=tuple(interleaved),
-            candidate=ArmRequests(tuple(alone[CANDIDATE])),
-            production=ArmRequests(tuple(alone[PRODUCTION])),
+            candidate=ArmRequests(tuple(alone[CANDIDATE]), tuple(sources[CANDIDATE])),
+            production=ArmRequests(tuple(alone[PRODUCTION]), tuple(sources[PRODUCTION])),
+            share=float(row.share),
             shadow=ShadowSums(
                 queries=int(row.shadow_queries),
                 overlap_sum=float(row.shadow_overlap_sum),

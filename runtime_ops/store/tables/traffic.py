@@ -33,6 +33,7 @@ query_records = Table(
     Column("route", String(16), nullable=False),
     Column("arm", String(16), nullable=False),
     Column("session_hash", String(64)),
+    Column("key_id", String(32)),  # the API key that made the request: only it may send feedback on it
     Column("query_text", Text),
     Column("query_hash", String(64)),
     Column("k", Integer, nullable=False),
