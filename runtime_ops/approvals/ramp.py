@@ -31,9 +31,10 @@ from runtime_ops.approvals.lifecycle_gate import facts_for
 from runtime_ops.command_hint import command
 from runtime_ops.labels import version_label
 from runtime_ops.lifecycle.machine import Facts, TransitionRefused
-from runtime_ops.online.evidence import online_evidence
+from runtime_ops.online.evidence import EvidenceLimits, online_evidence
 from runtime_ops.online.rollout_plan import StageEvidence, next_step
 from runtime_ops.pipeline.spec import RolloutSpec
+from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
 from runtime_ops.store.serving.indexes import READY
 from runtime_ops.store.serving.rollouts import ACTIVE, CANARY, COMPLETED, ROLLED_BACK, STOPPED, RolloutConflict
@@ -175,11 +176,15 @@ def _advance(
     return RampMove(False, f"{rid}: {step.action}: {reason}", rolled_back=step.action == "roll back")
 
 
-def stage_evidence(store: StateStore, plan: RolloutSpec) -> EvidenceOf:
-    """A stage's evidence as the contract reads it: the canary comparison of that one rollout row's requests."""
+def stage_evidence(store: StateStore, plan: RolloutSpec, policy: OnlinePolicy | None = None) -> EvidenceOf:
+    """A stage's evidence as the contract reads it: the canary comparison of that one rollout row's requests, with
+    the pipeline's `gate.online` limits on how much one key or session counts (and its sample-ratio check)."""
+    policy = policy or OnlinePolicy()
+    limits = EvidenceLimits(max_key_share=policy.max_key_share, max_session_share=policy.max_session_share)
 
     def evidence_of(rollout_id: int) -> StageEvidence:
-        found = online_evidence(store.query_log.online_inputs(rollout_id), mode=CANARY, min_queries=plan.min_queries)
+        inputs = store.query_log.online_inputs(rollout_id)
+        found = online_evidence(inputs, mode=CANARY, min_queries=plan.min_queries, limits=limits)
         rate = found.feedback_rate
         detail = (
             f"positive-feedback rate {rate.candidate_positive}/{rate.candidate_n} vs production's "

@@ -92,7 +92,7 @@ def _ramp_passed(
     changed is shown at once (the message brought up to date); a roll back is also said in a thread reply (or a log
     line), once, through the effects ledger: a Slack outage delays it to a later tick, never loses it."""
     now = clock.now()
-    move = advance_ramp(store, spec.rollout, request, stage_evidence(store, spec.rollout), now)
+    move = advance_ramp(store, spec.rollout, request, stage_evidence(store, spec.rollout, spec.gate.online), now)
     if move.message:
         context.log.info(move.message)
     if move.message or move.rolled_back:

@@ -94,13 +94,15 @@ def dominant(
 ) -> tuple[frozenset[str], frozenset[str]]:
     """The keys and the sessions whose share of `sources` exceeds the declared maximum (one pass over the whole:
     leaving one out never makes another dominant). A request without a session is one observation whatever the
-    share of one is, so only named sessions can dominate."""
+    share of one is, so only named sessions can dominate. A key dominates only beside other keys: an application
+    that serves its users through one key is every observation's key, and its users are told apart by their
+    sessions (which `max_session_share` bounds)."""
     n = len(sources)
     if not n:
         return frozenset(), frozenset()
     keys, sessions = _counts(sources)
     return (
-        frozenset(k for k, c in keys.items() if c / n > max_key_share),
+        frozenset(k for k, c in keys.items() if len(keys) > 1 and c / n > max_key_share),
         frozenset(s for s, c in sessions.items() if c / n > max_session_share),
     )
 

@@ -77,6 +77,12 @@ def test_concentration_reports_the_largest_key_and_session() -> None:
     assert (keys, sessions) == ({"a"}, {"s1"})
     # A request without a session is one observation: never dominant, however few there are.
     assert dominant([Source("a", None)] * 3, max_key_share=1.0, max_session_share=0.1) == (set(), set())
+    # One application key serving every user dominates nothing: its users are its sessions, and those are bounded.
+    users = [Source("app", f"user-{i}") for i in range(20)]
+    assert dominant(users, max_key_share=0.5, max_session_share=0.1) == (set(), set())
+    assert dominant([*users, Source("app", "user-0")] * 1 + [Source("app", "user-0")] * 3, max_key_share=0.5,
+                    max_session_share=0.1) == (set(), {"user-0"})  # fmt: skip
+    assert dominant([*users, Source("other", "x")], max_key_share=0.5, max_session_share=0.1)[0] == {"app"}
 
 
 def test_a_dominant_key_is_left_out_and_the_rest_decides() -> None:
