@@ -98,7 +98,8 @@ def test_an_emptied_log_is_named_by_the_requests_it_lost(env: Any, postgres_url:
 def _decided(store: StateStore, rid: str) -> tuple[str, str]:
     for actor in ("U2", "U3"):
         decide(store, rid, actor=actor, vote="approve", channel="cli", now=utcnow())
-    return rid, "is approved but its audit chain has no decided record"
+    # The decision's last record is its candidate's lifecycle move (written in the same transaction).
+    return rid, f"the candidate of {rid} is approved but its audit chain has no lifecycle record"
 
 
 def _vote(store: StateStore, rid: str) -> tuple[str, str]:
@@ -108,12 +109,12 @@ def _vote(store: StateStore, rid: str) -> tuple[str, str]:
 
 def _superseded(store: StateStore, rid: str) -> tuple[str, str]:
     open_pending(store, TWO, seed=f"{store.pipeline}-next")
-    return rid, "is superseded but its audit chain has no superseded record"
+    return rid, f"the candidate of {rid} is superseded but its audit chain has no lifecycle record"
 
 
 def _expired(store: StateStore, rid: str) -> tuple[str, str]:
     assert store.deadlines.expire_due(utcnow() + timedelta(days=2)) == [rid]
-    return rid, "is expired but its audit chain has no expired record"
+    return rid, f"the candidate of {rid} is expired but its audit chain has no lifecycle record"
 
 
 def _compensated(store: StateStore, rid: str) -> tuple[str, str]:

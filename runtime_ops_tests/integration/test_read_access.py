@@ -29,8 +29,22 @@ KEYED = {
     ("POST", "/api/answer"): "search",
     ("POST", "/api/feedback"): "search",
     ("POST", "/api/approvals/{request_id}/{action}"): "decide",
+    ("GET", "/api/approvals/{request_id}"): "read",
+    ("GET", "/api/rollouts"): "read",
+    ("GET", "/api/rollouts/{rollout_id}"): "read",
+    ("POST", "/api/rollouts/{rollout_id}/stop"): "decide",
+    ("POST", "/api/rollback"): "decide",
+}
+# A path with parameters is called at this URL; what a key with the scope gets there (nothing to find: 404; no
+# production model to roll back: 409).
+URLS = {
+    "/api/approvals/{request_id}": ("/api/approvals/apr-nonesuch", 404),
+    "/api/rollouts/{rollout_id}": ("/api/rollouts/999999", 404),
+    "/api/rollouts/{rollout_id}/stop": ("/api/rollouts/999999/stop", 404),
+    "/api/rollback": ("/api/rollback", 409),
 }
 DECIDE = "/api/approvals/{request_id}/{action}"
+QUERIES = ("/api/search", "/api/answer")
 # Authenticated otherwise: Slack's signature, the link's signature, the webhooks' tokens; or saying only up/down.
 OWN_AUTH = {
     ("POST", "/slack/interactions"),
@@ -45,6 +59,8 @@ BODIES: dict[str, Any] = {
     "/api/search": {"query": "json"},
     "/api/answer": {"question": "json?"},
     "/api/feedback": {"request_id": "q_01JEH6Q4Z0R8W5N2K7M9P3T6XA", "chunk_id": 1, "signal": "click"},
+    "/api/rollouts/{rollout_id}/stop": {"reason": "checking"},
+    "/api/rollback": {"pipeline": "demo", "to_version": 1, "reason": "checking"},
 }
 
 
@@ -56,7 +72,7 @@ def client(env, postgres_url) -> Iterator[TestClient]:  # type: ignore[no-untype
 
 
 def _call(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None) -> Any:
-    url = "/api/approvals/apr-nonesuch/approve" if path == DECIDE else path
+    url = "/api/approvals/apr-nonesuch/approve" if path == DECIDE else URLS.get(path, (path, 0))[0]
     return client.request(method, url, json=BODIES.get(path), headers=headers or {})
 
 
@@ -99,7 +115,8 @@ def test_no_key_is_401_a_key_without_the_scope_is_403_the_scope_gets_in(
     # With the scope: served (the query routes answer 503 here: no pipeline serves an index yet; feedback, 410: the
     # request id was issued in 2024; the decision, 404: there is no such request).
     served = _call(client, method, path, right)
-    expected = 410 if path == "/api/feedback" else 503 if path in BODIES else 404 if path == DECIDE else 200
+    expected = 410 if path == "/api/feedback" else 503 if path in QUERIES else 404 if path == DECIDE else 200
+    expected = URLS[path][1] if path in URLS else expected
     assert served.status_code == expected, served.text
     if path == "/openapi.json":
         assert "/api/search" in served.json()["paths"]

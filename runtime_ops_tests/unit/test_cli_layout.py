@@ -44,6 +44,8 @@ def test_every_command_group_is_registered() -> None:
     [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert set(commands.choices) == {
         "approvals",
+        "rollouts",
+        "rollback",
         "retrain",
         "promote",
         "audit",

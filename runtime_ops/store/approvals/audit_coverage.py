@@ -14,6 +14,7 @@ log leaves the requests, votes and used links it was about.
     a used link nonce                 -> an attempt by its approver, at its time
     a Slack delivery                  -> an attempt with the outcome it answered, at its time
     a promotion saga that announced   -> promoted (and promotion_retracted once compensated)
+    a candidate's lifecycle state     -> the lifecycle record that moved it there, at its time
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def _request_event(event: str, *when: ColumnElement[bool], outcome: Any = None) 
 def _request_says(state: str, event: str) -> Callable[[Any], str]:
     return lambda row: f"approval request {row.id} {state.format(row=row)} but its audit chain has no {event} record"
 
+
+_C = t.candidate_lifecycle
 
 OBLIGATIONS: tuple[Obligation, ...] = (
     Obligation(
@@ -118,6 +121,17 @@ OBLIGATIONS: tuple[Obligation, ...] = (
             f"the Slack click on {row.request_id} answered {row.outcome} at {row.created_at:%Y-%m-%d %H:%M:%S} has "
             "no attempt record"
         ),
+    ),
+    Obligation(
+        select(_C.c.approval_id, _C.c.state).where(
+            ~_record(
+                _L.c.chain == _C.c.approval_id,
+                _L.c.event == "lifecycle",
+                _L.c.outcome == _C.c.state,
+                _L.c.at == _C.c.updated_at,
+            )
+        ),
+        lambda row: f"the candidate of {row.approval_id} is {row.state} but its audit chain has no lifecycle record",
     ),
 )
 
