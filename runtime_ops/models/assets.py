@@ -219,6 +219,10 @@ def build_gate_checks(spec: PipelineSpec, evaluation_report: dg.AssetsDefinition
             )
         if not outcome.passed:
             context.log.warning(outcome.message)
+        elif outcome.request and spec.rollout.ramps:
+            # A policy approval ramps too: its ramp serves from the candidate's index, filled here as beside a
+            # pending request (the approvals sensor starts the ramp once it is ready).
+            metadata["rollout"] = _rollout_beside(context, store, spec, outcome.request)
         return dg.AssetCheckResult(passed=outcome.passed, description=outcome.message, metadata=metadata)
 
     return [meets_policy, human_approval]

@@ -29,7 +29,8 @@ def start_rollout(
     run_id: str | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> str:
-    """Start (or find) the rollout beside the pending `request`; what happened, in words."""
+    """Start (or find) the rollout beside the pending `request`; what happened, in words. For an approved request of
+    a pipeline that ramps, only the candidate's index is made ready (its ramp serves from it)."""
     # numpy: kept out of the code location's load
     from runtime_ops.serving.vector_index import ensure_index
 
@@ -48,6 +49,10 @@ def start_rollout(
     # Minutes for a new model: the candidate's index is filled from the whole corpus (resumable), or synced.
     index = ensure_index(store, vectors, version, log=log, run_id=run_id)
     current = store.requests.get_request(request["id"])
+    if current is not None and current["status"] == "approved" and plan.ramps:
+        # Approved already (by its policy, or a person within seconds): no comparison beside it; its ramp starts on
+        # this index once the approvals sensor sees it ready.
+        return f"rollout: none beside approved request {request['id']}; index #{index.index_id} is ready for its ramp"
     if current is None or current["status"] != "pending" or store.registry.alias(PRODUCTION_ALIAS) != production:
         return f"rollout: not started (request {request['id']} was decided or production moved meanwhile)"
     if active is not None:

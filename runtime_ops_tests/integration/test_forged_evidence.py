@@ -18,7 +18,6 @@ two golden questions and clicking by a position-based click model.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Iterator
@@ -27,35 +26,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 from sqlalchemy import func, select
 
 from runtime_ops.approvals.online_gate import RequestEvidence, request_evidence
-from runtime_ops.approvals.requests import evaluate_gate, request_policy
 from runtime_ops.components.loading import get_spec
-from runtime_ops.embedders.lsa import EmbedderParams, digest, train_embedder
-from runtime_ops.locks.factory import locker_for
-from runtime_ops.models.promotion_saga import lock_name
 from runtime_ops.online.click_models import PositionBased, grades
 from runtime_ops.online.evidence import online_evidence
 from runtime_ops.online.statistics import ProportionDifference
-from runtime_ops.policies.gate_rule import OnlineRuling, judge, judge_online
-from runtime_ops.serving.rollout_start import start_rollout
-from runtime_ops.serving.vector_index import ensure_index
+from runtime_ops.policies.gate_rule import OnlineRuling, judge_online
 from runtime_ops.settings import get_settings
-from runtime_ops.store import NewObject, StateStore, open_store
+from runtime_ops.store import StateStore, open_store
 from runtime_ops.store import schema as t
-from runtime_ops.vectors.factory import pipeline_vector_store
 from runtime_ops_tests.support.approvals_support import ApiServer
 from runtime_ops_tests.support.own_corpus import declare_pipeline
+from runtime_ops_tests.support.word_pipeline import GOLDEN, GOOD, WEAK, serve_pair
 
-WORDS = ("amber", "basalt", "cobalt", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "jasper", "kestrel",
-         "lagoon", "marble", "nectar", "onyx", "prairie")  # fmt: skip
-VERBS = ("export", "import", "rotate", "compress", "archive", "sync", "index", "merge", "audit", "render", "deploy",
-         "restore", "encrypt", "schedule", "trace", "cache")  # fmt: skip
-GOLDEN = {f"how do I {VERBS[i]} in {WORDS[i]}": f"docs/{WORDS[i]}.md" for i in range(len(WORDS))}
-WEAK, GOOD = EmbedderParams(dim=2, seed=1), EmbedderParams(dim=12, seed=1)
 # pipeline -> (rollout, production model, candidate model)
 PIPELINES = {
     "clicks": ("{mode: interleave, share: 1.0, max_duration: 2d}", GOOD, WEAK),
@@ -67,58 +53,10 @@ TELLING_FIELDS = {"arm", "team", "served_by", "model_version", "index_id", "scor
 ARMS = {"production", "candidate", "interleaved"}
 
 
-def _text(i: int) -> str:
-    w, v = WORDS[i], VERBS[i]
-    return f"The {w} service can {v} records. To {v} with {w}, open the {w} console and choose {v}. Notes for teams."
-
-
-def _ndcg5(embedder: Any) -> np.ndarray:
-    docs = embedder.embed([_text(i) for i in range(len(WORDS))])
-    scores = embedder.embed(list(GOLDEN)) @ docs.T
-    ranks = [int((scores[i] > scores[i, i]).sum()) + 1 for i in range(len(WORDS))]
-    return np.array([1 / np.log2(r + 1) if r <= 5 else 0.0 for r in ranks])
-
-
 def _serve(store: StateStore, name: str) -> dict[str, Any]:
-    """Production and the candidate registered and indexed, production serving, the candidate's request pending
-    beside its rollout (through the gate and `start_rollout`, as the training run does)."""
-    spec = get_spec(name)
-    vectors = pipeline_vector_store(spec.vector_store)
-    keys = sorted(GOLDEN.values())
-    batch = store.ledger.record_batch("test://", [NewObject(k, "v1", 10, None) for k in keys])
-    assert batch is not None
-    by_key = {d["key"]: d for d in store.documents.batch_documents(batch["id"])}
-    for i, w in enumerate(WORDS):
-        store.documents.store_chunks(by_key[f"docs/{w}.md"]["id"], [_text(i)])
-    texts = [text for _, _, text in store.documents.current_chunks()]
-    models = []
-    for params in PIPELINES[name][1:]:
-        embedder = train_embedder(texts, params)
-        data = embedder.to_bytes()
-        model, _ = store.registry.register_model(
-            digest=digest(data), artifact_id=store.artifacts.put_artifact("embedder", data, digest(data)),
-            params={"kind": "lsa", **params.to_dict()}, n_documents=len(keys), n_chunks=len(keys),
-            corpus_revision=store.ledger.corpus_revision(), run_id=None,
-        )  # fmt: skip
-        version = int(model["version"])
-        models.append((version, embedder, ensure_index(store, vectors, version, embedder=embedder)))
-    (prod_v, prod_e, prod_index), (cand_v, cand_e, _) = models
-    with locker_for(None, get_settings().resolved_database_url, get_settings()).hold(lock_name(name)) as lease:
-        store.registry.set_alias("production", prod_v, actor="test", fence=lease.fence)
-        store.registry.set_alias("retrieval_index", prod_index.index_id, actor="test", fence=lease.fence)
-    cand, prod = _ndcg5(cand_e), _ndcg5(prod_e)
-    verdict = judge({"ndcg@5": cand}, {"ndcg@5": prod}, spec.gate)
-    store.evaluations.record_eval_report(
-        candidate_version=cand_v, production_version=prod_v,
-        candidate_metrics={"ndcg@5": float(cand.mean())}, production_metrics={"ndcg@5": float(prod.mean())},
-        verdict={**verdict.to_dict(), "primary_metric": "ndcg@5", "interval": None, "changed_questions": []},
-        markdown="", report_digest=hashlib.sha256(name.encode()).hexdigest(),
-        candidate_digest=hashlib.sha256(f"{name}:{cand_v}".encode()).hexdigest(),
-    )  # fmt: skip
-    gate = evaluate_gate(store, requested_by="test", policy=request_policy(spec), online=spec.gate.online)
-    assert gate.status == "pending" and gate.request is not None, gate.message
-    assert "rollout #" in start_rollout(store, spec, vectors, gate.request)
-    return gate.request
+    """The pipeline's production and candidate (`PIPELINES`), the candidate's request pending beside its rollout."""
+    _, production, candidate = PIPELINES[name]
+    return serve_pair(store, get_spec(name), production, candidate)[0]
 
 
 @dataclass

@@ -112,3 +112,30 @@ def test_an_approval_within_a_second_waits_for_the_ramp(
     moves = [r["detail"]["move"] for r in store.audit_log.records(rid) if r["event"] == "lifecycle"]
     assert moves == ["open", "approve", "ramp_start", "ramp_advance", "ramp_pass", "promoted"]
     assert store.audit_log.verify().ok
+
+
+@pytest.mark.slow(seconds=25)  # alone on 2 cores (Dec 2026)
+def test_a_policy_approval_ramps_too(env: Any, dagster_instance: Any, tmp_path: Path) -> None:
+    """A candidate the offline policy approves at once is not promoted by its training run either when the pipeline
+    declares a ramp: the check readies its index and the approvals sensor starts stage 1 on it."""
+    landing, pipelines = tmp_path / "landing", tmp_path / "pipelines"
+    declare_pipeline(pipelines, "demo", landing, ROLLOUT)
+    env(landing=str(landing), RUNTIME_OPS_PIPELINES_DIR=str(pipelines), RUNTIME_OPS_AUTO_APPROVE_MARGIN="0.0",
+        RUNTIME_OPS_MAX_REGRESSION="1.0")  # fmt: skip
+    store, _ = serving_v1(landing, dagster_instance)
+    store = store.scoped("demo")
+    flow = Flow(dagster_instance)
+    shutil.copytree(CORPUS_DIR / "stdlib" / "text", landing / "stdlib" / "text")
+    flow.tick_and_run("landing_sensor")
+    [train] = flow.tick_and_run("corpus_sensor")
+    assert train.success and store.registry.alias("production") == 1
+    [request] = [r for r in store.requests.list_requests() if r["candidate_version"] == 2]
+    assert request["kind"] == "policy" and request["status"] == "approved"
+    assert (store.lifecycle.get(request["id"]) or {})["state"] == "approved"
+    [check] = [e for e in train.get_asset_check_evaluations() if e.check_name == "human_approval"]
+    assert "is ready for its ramp" in str(check.metadata["rollout"].value)
+
+    assert flow.tick("approvals_sensor") == []
+    [stage0] = store.rollouts.stages(request["id"])
+    assert (stage0["stage"], stage0["status"]) == (0, "active") and store.registry.alias("production") == 1
+    assert (store.lifecycle.get(request["id"]) or {})["state"] == "ramping"
