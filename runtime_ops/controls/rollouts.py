@@ -92,9 +92,11 @@ def stop_rollout(store: StateStore, rollout_id: int, plan: RolloutSpec, *, actor
     approval_id = row.get("approval_id")
     request = scoped.requests.get_request(approval_id) if approval_id else None
 
+    # Read before the stop's write transaction: on SQLite a read on another connection inside it waits on it.
+    facts = facts_for(scoped, plan, request) if request is not None else None
+
     def halt(conn: Any) -> None:
-        if row.get("stage") is not None and request is not None:
-            facts = facts_for(scoped, plan, request)
+        if row.get("stage") is not None and request is not None and facts is not None:
             scoped.lifecycle.move_in(conn, request["id"], "halt", actor=actor, reason=why, facts=facts)
 
     try:

@@ -19,6 +19,7 @@ from runtime_ops.decisions.decide import decide
 from runtime_ops.demo import CORPUS_DIR
 from runtime_ops.store import StateStore
 from runtime_ops.tags import APPROVAL_TAG
+from runtime_ops_tests.support.approvals_support import operator_cli
 from runtime_ops_tests.support.canary_traffic import canary_traffic
 from runtime_ops_tests.support.flow import NEEDS_A_HUMAN, Flow, serving_v1
 from runtime_ops_tests.support.own_corpus import declare_pipeline
@@ -139,3 +140,10 @@ def test_a_policy_approval_ramps_too(env: Any, dagster_instance: Any, tmp_path: 
     [stage0] = store.rollouts.stages(request["id"])
     assert (stage0["stage"], stage0["status"]) == (0, "active") and store.registry.alias("production") == 1
     assert (store.lifecycle.get(request["id"]) or {})["state"] == "ramping"
+
+    # An operator stops the stage (on SQLite, where a read inside the stop's write transaction would wait on it): the
+    # candidate halts, traffic goes back to production, and the ramp does not go on by itself.
+    assert operator_cli(["rollouts", "stop", str(stage0["id"]), "--reason", "looks off", "--as", "carol"]) == 0
+    assert (store.rollouts.get(stage0["id"]) or {})["status"] == "stopped"
+    assert (store.lifecycle.get(request["id"]) or {})["state"] == "halted"
+    assert flow.tick("approvals_sensor") == [] and store.rollouts.active() is None
