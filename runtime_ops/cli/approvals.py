@@ -142,7 +142,13 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     if actor is None:
         return 1
     request = store.requests.get_request(args.request_id)
-    if request is not None and request["status"] == "pending":
+    rollback = rollback_facts(request) if request is not None else None
+    if rollback is not None and request is not None and request["status"] == "pending":
+        # An alert's rollback: what it moves and why, not the target model's old evaluation.
+        print(rollback.title())
+        for label, line in rollback.lines():
+            print(f"  {label.lower()}: {line}")
+    elif request is not None and request["status"] == "pending":
         report = store.evaluations.get_eval_report(request["eval_report_id"])
         if report:  # the comparison, the verdict in words, the interval and the changed questions
             print(report["markdown"])
@@ -158,7 +164,9 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
     print(outcome.message)
     if approve and getattr(args, "skip_ramp", False):
         return _skip_after_approval(store, outcome, actor, args.reason)
-    if outcome.decided and approve:
+    if outcome.decided and rollback is not None:
+        print(rollback.next_step(str((outcome.request or {}).get("status") or "")))
+    elif outcome.decided and approve:
         if _ramps(store.pipeline):
             plan = get_spec(store.pipeline).rollout
             shares = ", ".join(f"{s:.0%}" for s in plan.ramp)

@@ -302,7 +302,7 @@ def test_preapproved_rollback_moves_production_back_with_a_fenced_write(
 
 
 def test_gated_rollback_waits_for_approval_then_rolls_back(
-    env, postgres_url, redis_url, dagster_instance, tmp_path, open_inbox
+    env, postgres_url, redis_url, dagster_instance, tmp_path, open_inbox, capsys
 ) -> None:  # type: ignore[no-untyped-def]
     rules = write_rules(
         tmp_path,
@@ -323,7 +323,11 @@ def test_gated_rollback_waits_for_approval_then_rolls_back(
 
     assert flow.tick("approvals_sensor") == []  # announced (signed links in the log), nothing launched
     assert store.requests.get_request(request["id"])["notified_at"] is not None
+    capsys.readouterr()
     assert operator_cli(["approvals", "approve", request["id"], "--as", "bob", "--reason", "v2 answers worse"]) == 0
+    said = capsys.readouterr().out  # what the approver is shown is the rollback, not v1's old evaluation or a ramp
+    assert "Roll back demo from v2 to v1?" in said and "Approved:" in said, said
+    assert "ramp" not in said and "first model" not in said, said
     assert flow.tick("approvals_sensor") == []  # the alert sensor launches rollbacks, not promotion_job
 
     [run_request] = flow.tick("alert_sensor")
