@@ -164,12 +164,6 @@ def _dev(args: argparse.Namespace) -> int:
     # The demo shows a candidate waiting for a person unless the margin is set: see DEV_AUTO_APPROVE_MARGIN.
     env.setdefault("RUNTIME_OPS_AUTO_APPROVE_MARGIN", DEV_AUTO_APPROVE_MARGIN)
     api_host, api_port = args.api_host, args.api_port
-    # Links the console prints (approval pages, Dagster runs) point at the ports these services listen on.
-    shown_host = "127.0.0.1" if api_host in ("0.0.0.0", "::") else api_host
-    env.setdefault("RUNTIME_OPS_PUBLIC_URL", f"http://{shown_host}:{api_port}")
-    env.setdefault(
-        "RUNTIME_OPS_DAGSTER_URL", f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
-    )
     if not settings.alert_token and api_host in ("127.0.0.1", "localhost", "::1"):
         # On this machine only: alerts may be posted without a token (anywhere else set RUNTIME_OPS_ALERT_TOKEN).
         env.setdefault("RUNTIME_OPS_ALERT_OPEN", "true")
