@@ -65,9 +65,9 @@ from runtime_ops.api.searchers import ServingWarmup
 from runtime_ops.approvals.announce import Announcer, sensor_interval
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
 from runtime_ops.approvals.slack.signing import SlackSignature
+from runtime_ops.approvals.stage_evidence import StageRule
 from runtime_ops.components.loading import load_specs
 from runtime_ops.observability.logs import register_settings_secrets
-from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.policies.refusals import RefusalPolicy
 from runtime_ops.settings import Settings, get_settings
@@ -137,7 +137,7 @@ def create_app(
         dagster_instance,
         ops.now,
         lambda pipeline, ramp: (
-            announcer.stage_min_queries(pipeline) if ramp else announcer.online_policy(pipeline).min_queries
+            announcer.stage_rule(pipeline).min_queries if ramp else announcer.online_policy(pipeline).min_queries
         ),
     )
     search.install_search(app, ops, app.state.metrics_registry)
@@ -213,8 +213,8 @@ def build_context(settings: Settings, now: Callable[[], datetime]) -> OpsContext
         notifier,
         sensor_interval_s=sensor_interval(settings),
         online_policy=lambda pipeline: specs[pipeline].gate.online if pipeline in specs else OnlinePolicy(),
-        stage_min_queries=lambda pipeline: (
-            (specs[pipeline].rollout if pipeline in specs else RolloutSpec()).min_queries
+        stage_rule=lambda pipeline: (
+            StageRule.of(specs[pipeline].rollout, specs[pipeline].gate.online) if pipeline in specs else StageRule()
         ),
     )
     signature = None

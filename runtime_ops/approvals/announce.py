@@ -28,6 +28,7 @@ from runtime_ops.approvals.ramp import ramp_held, ramp_text
 from runtime_ops.approvals.rollback_facts import rollback_facts
 from runtime_ops.approvals.slack.blocks import RequestView, request_fields
 from runtime_ops.approvals.slack.client import SlackNotifier, slack_client
+from runtime_ops.approvals.stage_evidence import StageRule
 from runtime_ops.approvals.view_text import evaluated_on, next_step, view_state
 from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.policies.approvals import reached_tiers, request_tiers
@@ -67,8 +68,8 @@ class Announcer:
     sensor_interval_s: int = SENSOR_INTERVAL_S
     # The online policy of a request's pipeline (`gate.online`): its min_queries is what the evidence shown counts to.
     online_policy: Callable[[str], OnlinePolicy] = field(default=lambda _: OnlinePolicy())
-    # The queries a ramp stage of a pipeline needs before its verdict counts (`rollout.min_queries`).
-    stage_min_queries: Callable[[str], int] = field(default=lambda _: RolloutSpec().min_queries)
+    # What a ramp stage of a pipeline is judged by (`rollout.min_queries`, `rollout.max_loss`, `gate.online` limits).
+    stage_rule: Callable[[str], StageRule] = field(default=lambda _: StageRule())
 
     # -------------------------------------------------------------- Dagster UI links: built here only
     def run_url(self, run_id: str | None) -> str | None:
@@ -130,7 +131,7 @@ class Announcer:
                 lifecycle=lifecycle_text(self.store, request["id"]),
             ),
             rollback=facts,
-            stages=[r.line() for r in stage_results(self.store, stages, self.stage_min_queries(pipeline))],
+            stages=[r.line() for r in stage_results(self.store, stages, self.stage_rule(pipeline))],
         )
 
     def evidence(self, request: dict[str, Any], *, live: bool = True) -> dict[str, Any] | None:
@@ -140,7 +141,7 @@ class Announcer:
             self.store,
             request,
             online=self.online_policy(pipeline),
-            stage_min_queries=self.stage_min_queries(pipeline),
+            stage_rule=self.stage_rule(pipeline),
             live=live,
         )
 
@@ -347,5 +348,5 @@ def announcer_for(
         notifier=notifier,
         sensor_interval_s=sensor_interval(settings),
         online_policy=lambda _: online or OnlinePolicy(),
-        stage_min_queries=lambda _: (rollout or RolloutSpec()).min_queries,
+        stage_rule=lambda _: StageRule.of(rollout, online),
     )

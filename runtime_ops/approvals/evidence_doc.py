@@ -18,30 +18,28 @@ from typing import Any
 
 from runtime_ops.approvals.online_gate import request_evidence
 from runtime_ops.approvals.rollback_facts import rollback_facts
-from runtime_ops.online.evidence import online_evidence
+from runtime_ops.approvals.stage_evidence import StageRule, stage_online_evidence
 from runtime_ops.online.stage_results import StageResult, ramp_outcome
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
-from runtime_ops.store.serving.rollouts import CANARY
 
 log = logging.getLogger("runtime_ops.approvals")
 
 
 def stage_results(
-    store: StateStore, stages: list[dict[str, Any]], min_queries: int, *, live: bool = True
+    store: StateStore, stages: list[dict[str, Any]], rule: StageRule, *, live: bool = True
 ) -> list[StageResult]:
-    """Each ramp stage (rows of `store.rollouts.stages`) with the evidence of its own requests (`live=False`: the
-    rows only, no query-log reads)."""
+    """Each ramp stage (rows of `store.rollouts.stages`) with its evidence as the ramp decided on it
+    (`approvals/stage_evidence.py`; `live=False`: the rows only, no query-log reads)."""
     results = []
-    for row in stages:
+    for index, row in enumerate(stages):
         evidence = None
         if live:
             try:
-                inputs = store.query_log.online_inputs(int(row["id"]))
-                evidence = online_evidence(inputs, mode=CANARY, min_queries=min_queries)
+                evidence = stage_online_evidence(store, stages, index, rule)
             except Exception as exc:  # shown as unavailable; one stage never hides the others
                 log.warning(f"evidence of ramp stage rollout #{row['id']} failed: {exc}")
-        results.append(StageResult.of(row, evidence))
+        results.append(StageResult.of(row, evidence, max_loss=rule.max_loss))
     return results
 
 
@@ -82,7 +80,7 @@ def evidence_doc(
     request: dict[str, Any],
     *,
     online: OnlinePolicy,
-    stage_min_queries: int,
+    stage_rule: StageRule,
     live: bool = True,
 ) -> dict[str, Any] | None:
     """The evidence of `request` (see the module docstring). `live=False` leaves out what reads the query log (the
@@ -95,7 +93,7 @@ def evidence_doc(
         "offline": _offline(store, request),
         "ramp": {
             "outcome": ramp_outcome(stages),
-            "stages": [s.to_dict() for s in stage_results(store, stages, stage_min_queries, live=live)],
+            "stages": [s.to_dict() for s in stage_results(store, stages, stage_rule, live=live)],
         },
     }
     if live:

@@ -28,23 +28,23 @@ from datetime import datetime
 from typing import Any
 
 from runtime_ops.approvals.lifecycle_gate import facts_for
+from runtime_ops.approvals.stage_evidence import StageRule, plan_evidence, stage_online_evidence
 from runtime_ops.command_hint import command
 from runtime_ops.labels import version_label
 from runtime_ops.lifecycle.machine import Facts, TransitionRefused
-from runtime_ops.online.evidence import EvidenceLimits, online_evidence
 from runtime_ops.online.rollout_plan import StageEvidence, next_step
 from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
 from runtime_ops.store.serving.indexes import READY
-from runtime_ops.store.serving.rollouts import ACTIVE, CANARY, COMPLETED, ROLLED_BACK, STOPPED, RolloutConflict
+from runtime_ops.store.serving.rollouts import ACTIVE, COMPLETED, ROLLED_BACK, STOPPED, RolloutConflict
 from runtime_ops.tags import PRODUCTION_ALIAS
 
 POLICY_ACTOR = "policy:online"
 RAMP_STARTS = "approved: ramp starts"
 
-# A stage's online evidence, by its rollout row id.
-EvidenceOf = Callable[[int], StageEvidence]
+# The online evidence of the stage at an index of a request's stage rows (oldest first).
+EvidenceOf = Callable[[list[dict[str, Any]], int], StageEvidence]
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,8 @@ def _advance(
             reason=why, actor=POLICY_ACTOR, approval_id=rid, now=now, then=_moving(store, rid, "halt", why, facts)
         )
         return RampMove(False, f"{rid}: ramp halted (the declared ramp changed)")
-    step = next_step(stage, ramp, evidence_of(int(last["id"])), overdue=now >= last["ends_at"])
+    found = evidence_of(stages, len(stages) - 1)
+    step = next_step(stage, ramp, found, overdue=now >= last["ends_at"], max_loss=plan.max_loss)
     if step.action == "wait":
         return RampMove(False)
     if step.action == "advance":
@@ -177,23 +178,12 @@ def _advance(
 
 
 def stage_evidence(store: StateStore, plan: RolloutSpec, policy: OnlinePolicy | None = None) -> EvidenceOf:
-    """A stage's evidence as the contract reads it: the canary comparison of that one rollout row's requests, with
-    the pipeline's `gate.online` limits on how much one key or session counts (and its sample-ratio check)."""
-    policy = policy or OnlinePolicy()
-    limits = EvidenceLimits(max_key_share=policy.max_key_share, max_session_share=policy.max_session_share)
+    """A stage's evidence as the contract reads it (`approvals/stage_evidence.py`, the one computation every channel
+    shows): the canary comparison of that stage's requests under `gate.online`'s limits."""
+    rule = StageRule.of(plan, policy)
 
-    def evidence_of(rollout_id: int) -> StageEvidence:
-        inputs = store.query_log.online_inputs(rollout_id)
-        found = online_evidence(inputs, mode=CANARY, min_queries=plan.min_queries, limits=limits)
-        rate = found.feedback_rate
-        detail = (
-            f"positive-feedback rate {rate.candidate_positive}/{rate.candidate_n} vs production's "
-            f"{rate.production_positive}/{rate.production_n}, difference {rate.difference:+.3f} "
-            f"[{rate.confidence:.0%} CI {rate.interval.low:+.3f}, {rate.interval.high:+.3f}]"
-            if rate is not None
-            else ""
-        )
-        return StageEvidence(found.verdict, found.queries, found.min_queries, detail)
+    def evidence_of(stages: list[dict[str, Any]], index: int) -> StageEvidence:
+        return plan_evidence(stage_online_evidence(store, stages, index, rule))
 
     return evidence_of
 
@@ -223,9 +213,9 @@ def ramp_text(request: dict[str, Any], stages: list[dict[str, Any]]) -> str:
     production = version_label(int(last["production_version"]))
     if last["status"] == ACTIVE:
         return (
-            f"Ramping: the candidate serves {where}. The next share starts when this stage shows no loss with "
-            "enough queries (rollout.min_queries); a loss rolls back by itself. Production moves only after the "
-            "last stage."
+            f"Ramping: the candidate serves {where}. The next share starts when this stage rules out a loss with "
+            "enough queries (rollout.min_queries, rollout.max_loss); a loss rolls back by itself. Production moves "
+            "only after the last stage."
         )
     if last["status"] == ROLLED_BACK:
         return (

@@ -172,7 +172,7 @@ def _decide(args: argparse.Namespace, approve: bool) -> int:
             shares = ", ".join(f"{s:.0%}" for s in plan.ramp)
             print(
                 f"The approvals sensor starts the ramp ({shares} of sessions) on its next tick; the promotion run "
-                "launches after its last stage shows no loss, and a loss rolls it back."
+                "launches after its last stage rules out a loss larger than rollout.max_loss, and a loss rolls it back."
             )
         elif request is not None and request.get("target") is not None:
             print("The gate's approval sensor launches its on_approval run on its next tick (run key = approval id).")

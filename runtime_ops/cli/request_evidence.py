@@ -7,27 +7,28 @@ from __future__ import annotations
 from typing import Any
 
 from runtime_ops.approvals.evidence_doc import evidence_doc, stage_results
+from runtime_ops.approvals.stage_evidence import StageRule
 from runtime_ops.components.loading import PipelineConfigError, get_spec
 from runtime_ops.online.stage_results import ramp_outcome
-from runtime_ops.pipeline.spec import RolloutSpec
 from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
 
 
-def policies(pipeline: str | None) -> tuple[OnlinePolicy, int]:
-    """The pipeline's online policy and a ramp stage's min_queries (the defaults when it is no longer declared)."""
+def policies(pipeline: str | None) -> tuple[OnlinePolicy, StageRule]:
+    """The pipeline's online policy and what a ramp stage is judged by (the defaults when it is no longer
+    declared)."""
     try:
         spec = get_spec(pipeline) if pipeline else None
     except PipelineConfigError:
         spec = None
     if spec is None:
-        return OnlinePolicy(), RolloutSpec().min_queries
-    return spec.gate.online, spec.rollout.min_queries
+        return OnlinePolicy(), StageRule()
+    return spec.gate.online, StageRule.of(spec.rollout, spec.gate.online)
 
 
 def evidence_json(store: StateStore, request: dict[str, Any], *, live: bool = True) -> dict[str, Any] | None:
-    online, stage_min = policies(request.get("pipeline"))
-    return evidence_doc(store, request, online=online, stage_min_queries=stage_min, live=live)
+    online, stage_rule = policies(request.get("pipeline"))
+    return evidence_doc(store, request, online=online, stage_rule=stage_rule, live=live)
 
 
 def ramp_lines(store: StateStore, request: dict[str, Any]) -> list[str]:
@@ -35,8 +36,8 @@ def ramp_lines(store: StateStore, request: dict[str, Any]) -> list[str]:
     stages = store.rollouts.stages(request["id"])
     if not stages:
         return []
-    _, stage_min = policies(request.get("pipeline"))
-    return [f"ramp: {ramp_outcome(stages)}"] + [f"  {r.line()}" for r in stage_results(store, stages, stage_min)]
+    _, stage_rule = policies(request.get("pipeline"))
+    return [f"ramp: {ramp_outcome(stages)}"] + [f"  {r.line()}" for r in stage_results(store, stages, stage_rule)]
 
 
 def evidence_lines(store: StateStore, request: dict[str, Any], evidence: dict[str, Any]) -> list[str]:

@@ -38,9 +38,10 @@ class StageResult:
     ended_at: datetime | None
     reason: str | None
     evidence: OnlineEvidence | None  # None: it could not be computed
+    max_loss: float | None = None  # the stage's rule (`rollout.max_loss`), shown beside its verdict
 
     @classmethod
-    def of(cls, row: dict[str, Any], evidence: OnlineEvidence | None) -> StageResult:
+    def of(cls, row: dict[str, Any], evidence: OnlineEvidence | None, *, max_loss: float | None = None) -> StageResult:
         return cls(
             stage=int(row["stage"]) + 1,
             share=float(row["share"]),
@@ -49,6 +50,7 @@ class StageResult:
             ended_at=row.get("ended_at"),
             reason=row.get("reason"),
             evidence=evidence,
+            max_loss=max_loss,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,10 +65,13 @@ class StageResult:
             "queries": None,
             "min_queries": None,
             "verdict": None,
+            "max_loss": self.max_loss,
         }
         e = self.evidence
         if e is not None:
             out.update(queries=e.queries, min_queries=e.min_queries, verdict=e.verdict, requests=e.requests)
+            if e.caveat:
+                out["caveat"] = e.caveat
             rate = e.feedback_rate
             if rate is not None:
                 out["feedback_rate"] = {
@@ -94,7 +99,10 @@ class StageResult:
                 f"{_rate(rate.production_positive, rate.production_n)}, difference {rate.difference:+.3f} "
                 f"[{rate.confidence:.0%} CI {rate.interval.low:+.3f}, {rate.interval.high:+.3f}]"
             )
-        text += f", {e.verdict} (min {e.min_queries})"
+        rule = f"min {e.min_queries}" + (f", max_loss {self.max_loss:g}" if self.max_loss is not None else "")
+        text += f", {e.verdict} ({rule})"
+        if e.caveat:
+            text += f" ({e.caveat})"
         if self.status != "active" and self.reason:
             text += f"; {self.reason}"
         return text

@@ -36,6 +36,14 @@ class RolloutAttributes(dg.Resolvable, dg.Model):
         description="After approval, the canary shares the candidate steps through before it is promoted; "
         "increasing, ending at 1.0 ([]: promote at once).",
     )
+    max_loss: float = Field(
+        default=RolloutSpec.max_loss,
+        ge=0.0,
+        lt=1.0,
+        description="The largest drop of the positive-feedback rate (candidate - production, absolute) a ramp stage "
+        "may leave possible and still pass: its interval's lower bound must be at least -max_loss (0.05: five "
+        "points). Smaller is stricter and needs more queries per stage.",
+    )
 
     @field_validator("mode")
     @classmethod
@@ -74,4 +82,5 @@ class RolloutAttributes(dg.Resolvable, dg.Model):
             min_queries=self.min_queries,
             max_duration=duration,
             ramp=tuple(self.ramp),
+            max_loss=self.max_loss,
         )

@@ -213,7 +213,8 @@ class RolloutSpec:
     is kept; interleave: a `share` of requests is served a team-draft interleaving of both models' results;
     canary: a sticky `share` of sessions is served by the candidate alone. `ramp`: the shares a canary after
     approval steps through (increasing, ending at 1.0; `[]`: promote at once); `min_queries` and `max_duration` bound
-    each rollout and each ramp stage (`online/rollout_plan.py`).
+    each rollout and each ramp stage, and a stage passes only when its interval rules out a loss of the
+    positive-feedback rate larger than `max_loss` (absolute; `online/rollout_plan.py`).
     """
 
     mode: str = "off"
@@ -222,6 +223,7 @@ class RolloutSpec:
     min_queries: int = 500
     max_duration: timedelta = timedelta(days=7)
     ramp: tuple[float, ...] = (0.05, 0.25, 1.0)
+    max_loss: float = 0.05
 
     def __post_init__(self) -> None:
         if self.mode not in ROLLOUT_MODES:
@@ -235,6 +237,11 @@ class RolloutSpec:
         if self.max_duration <= timedelta(0):
             raise ValueError("rollout.max_duration must be a positive duration (e.g. 7d)")
         check_ramp(self.ramp)
+        if isinstance(self.max_loss, bool) or not 0.0 <= self.max_loss < 1.0:
+            raise ValueError(
+                f"rollout.max_loss must be at least 0 and below 1 (0.05: a stage passes only when its interval rules "
+                f"out a drop of more than 5 points in the positive-feedback rate), got {self.max_loss!r}"
+            )
 
     @property
     def enabled(self) -> bool:

@@ -7,6 +7,7 @@ of the store between any two steps — in any order. After every step:
 
 - production moved only through a candidate whose ramp passed (the pipeline declares one), a person's audited skip,
   a first model, or an audited rollback;
+- every ramp stage that passed ruled out a loss larger than rollout.max_loss on the evidence it was judged by;
 - no candidate ended twice, and nothing moved it after it ended;
 - what `runtime-ops approvals show --json` and the rollouts list (CLI and API) say of a candidate equals the store;
   a ramp stage runs only for a ramping candidate.
@@ -43,6 +44,7 @@ from runtime_ops.approvals.announce import Announcer
 from runtime_ops.approvals.lifecycle_gate import ready_to_promote, skip_ramp
 from runtime_ops.approvals.requests import evaluate_gate, verify_promotion
 from runtime_ops.approvals.sensors import approvals_tick
+from runtime_ops.approvals.stage_evidence import StageRule, plan_evidence, stage_online_evidence
 from runtime_ops.cli import main as cli
 from runtime_ops.components.loading import get_spec
 from runtime_ops.controls.rollouts import OperatorRefusal, list_rollouts, stop_rollout
@@ -63,7 +65,7 @@ POLICY = RequestPolicy(approvers=("alice", "bob"), expire_after=timedelta(days=1
 EVIDENCE = {"better": (0.8, 0.3), "worse": (0.1, 0.8), "equal": (0.5, 0.5)}
 EXAMPLES = {"sqlite": 25, "postgresql": 12}
 _pipelines = itertools.count(1)
-explored = {"examples": 0, "steps": 0}
+explored = {"examples": 0, "steps": 0, "passed stages": 0}
 
 
 def _cli_json(args: list[str]) -> Any:
@@ -107,10 +109,10 @@ class Lifecycle(RuleBasedStateMachine):
         self._alias(int(report["candidate_version"]), actor="policy", approval_id=None)
 
     # ------------------------------------------------------------------ the training run
-    @rule(auto=st.booleans())
-    def train(self, auto: bool) -> None:
+    @rule(auto=st.booleans(), ready=st.booleans())
+    def train(self, auto: bool, ready: bool) -> None:
         """A training run's evaluation and human_approval check: a new candidate, its request opened (a policy
-        approval when `auto`), older undecided candidates superseded."""
+        approval when `auto`), older undecided candidates superseded; its index filled within the run (`ready`)."""
         self.seed += 1
         report = make_candidate(self.store, version_seed=f"{self.pipeline}-{self.seed}")
         if auto:
@@ -121,6 +123,8 @@ class Lifecycle(RuleBasedStateMachine):
                     .values(verdict={**report["verdict"], "auto_approve": True, "reason": "clearly better"})
                 )
         evaluate_gate(self.store, requested_by="run:train", policy=POLICY, now=clock.now())
+        if ready:
+            self.index_ready()
 
     @rule()
     def index_ready(self) -> None:
@@ -159,6 +163,18 @@ class Lifecycle(RuleBasedStateMachine):
             with contextlib.suppress(TransitionRefused):
                 skip_ramp(self.store, self.spec.rollout, outcome.request or request, actor="alice", reason="urgent")
 
+    @rule(kind=st.sampled_from(sorted(EVIDENCE)))
+    def approved_and_ramping(self, kind: str) -> None:
+        """The common path, as one step: a person approves the newest pending candidate once its index is ready, the
+        sensor starts its ramp, and a stage's worth of traffic flows while it ticks."""
+        pending = self._requests("pending")[:1]
+        if not pending:
+            return
+        self.index_ready()
+        decide(self.store, pending[0]["id"], actor="alice", vote="approve", channel="cli", now=clock.now())
+        self.sensor_tick()
+        self.traffic(kind, 60, tick=True)
+
     @rule()
     def deadline_passes(self) -> None:
         self.store.deadlines.expire_due(clock.now() + timedelta(days=2))
@@ -189,14 +205,17 @@ class Lifecycle(RuleBasedStateMachine):
             self._alias(version, actor=str(request["decided_by"]), approval_id=rid)
 
     # ------------------------------------------------------------------ live traffic, time, operators
-    @rule(kind=st.sampled_from(sorted(EVIDENCE)), n=st.sampled_from([6, 60]))
-    def traffic(self, kind: str, n: int) -> None:
+    @rule(kind=st.sampled_from(sorted(EVIDENCE)), n=st.sampled_from([6, 60]), tick=st.booleans())
+    def traffic(self, kind: str, n: int, tick: bool) -> None:
+        """Live traffic on the active rollout, and (`tick`) the approvals sensor's tick while it flows."""
         active = self.store.rollouts.active()
         if active is None:
             return
         candidate, production = EVIDENCE[kind]
         self.seed += 1
         canary_traffic(self.store, active, n=n, candidate_rate=candidate, production_rate=production, seed=self.seed)
+        if tick:
+            self.sensor_tick()
 
     @rule()
     def operator_stops(self) -> None:
@@ -237,6 +256,21 @@ class Lifecycle(RuleBasedStateMachine):
                 assert "ramp_pass" in moves or "skip_ramp" in moves, f"{rid} skipped the declared ramp: {moves}"
 
     @invariant()
+    def a_passed_stage_ruled_out_a_loss(self) -> None:
+        """Every stage that passed had, on the evidence it was judged by, a win or an interval whose lower bound
+        rules out a loss larger than max_loss (the last stage, at 100%, against production's earlier requests)."""
+        rule = StageRule.of(self.spec.rollout, self.spec.gate.online)
+        for request in self._requests()[:3]:
+            stages = self.store.rollouts.stages(request["id"])
+            for index, stage in enumerate(stages):
+                if stage["status"] != "completed":
+                    continue
+                found = plan_evidence(stage_online_evidence(self.store, stages, index, rule))
+                explored["passed stages"] += 1
+                passed = found.verdict == "better" or (found.low is not None and found.low >= -rule.max_loss)
+                assert passed and found.queries >= rule.min_queries, (stage, found)
+
+    @invariant()
     def nothing_ends_twice(self) -> None:
         for request in self._requests():
             records = [r for r in self.store.audit_log.records(request["id"]) if r["event"] == "lifecycle"]
@@ -274,7 +308,7 @@ def test_the_lifecycle_holds_under_any_interleaving(
     open_store(settings_.resolved_database_url, settings_).engine.dispose()  # migrated once
     Lifecycle.url = settings_.resolved_database_url
     Lifecycle.instance = dg.DagsterInstance.ephemeral()
-    explored.update(examples=0, steps=0)
+    explored.update({"examples": 0, "steps": 0, "passed stages": 0})
     started = time.monotonic()
     run_state_machine_as_test(
         Lifecycle,
@@ -288,5 +322,6 @@ def test_the_lifecycle_holds_under_any_interleaving(
     )
     with capsys.disabled():
         print(f"\nlifecycle model ({backend}): {explored['examples']} examples, {explored['steps']} checked steps, "
+              f"{explored['passed stages']} passed stages checked, "
               f"{time.monotonic() - started:.0f} s")  # fmt: skip
     assert explored["examples"] >= EXAMPLES[backend]

@@ -93,13 +93,13 @@ def test_an_approval_within_a_second_waits_for_the_ramp(
     assert (store.lifecycle.get(rid) or {})["state"] == "ramping"
     assert flow.tick("approvals_sensor") == [] and store.registry.alias("production") == 1  # no evidence: it waits
 
-    canary_traffic(store, stage0, n=60, candidate_rate=0.5, production_rate=0.5, seed=1)
+    canary_traffic(store, stage0, n=200, candidate_rate=0.7, production_rate=0.5, seed=1)
     assert flow.tick("approvals_sensor") == []  # stage 1 passed: stage 2 starts
     stage1 = store.rollouts.stages(rid)[-1]
     assert (stage1["stage"], stage1["status"]) == (1, "active") and store.registry.alias("production") == 1
     assert (store.lifecycle.get(rid) or {})["stage"] == 1
 
-    canary_traffic(store, stage1, n=60, candidate_rate=0.5, production_rate=0.5, seed=2)
+    canary_traffic(store, stage1, n=100, candidate_rate=0.7, production_rate=0.5, seed=2)
     [launch] = flow.tick("approvals_sensor")  # the last stage passed: the promotion launches, once
     assert launch.run_key == rid and launch.tags[APPROVAL_TAG] == rid
     assert (store.lifecycle.get(rid) or {})["state"] == "promoting"

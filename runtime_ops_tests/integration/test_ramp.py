@@ -38,7 +38,8 @@ K = 5
 CHANNEL = "C0RAMP"
 LANDED = ("stdlib/data/", "stdlib/text/")
 ROLLOUT = (
-    "  rollout: {mode: canary, share: 0.05, min_queries: 25, max_duration: 2d, ramp: [0.5, 1.0]}\n"
+    # A few dozen users per stage: the loss rule is loose (max_loss 0.4) where the default 0.05 needs hundreds.
+    "  rollout: {mode: canary, share: 0.05, min_queries: 25, max_duration: 2d, ramp: [0.5, 1.0], max_loss: 0.4}\n"
     f"  approvals: {{slack_channel: {CHANNEL}, approvers: [alice]}}\n"
 )
 

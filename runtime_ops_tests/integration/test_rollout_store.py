@@ -178,8 +178,8 @@ def test_a_ramp_stage_at_its_deadline_without_enough_queries_halts_and_promotes_
     plan = RolloutSpec(mode="canary", min_queries=50, max_duration=timedelta(hours=1), ramp=(0.2, 1.0))
     seen: list[int] = []
 
-    def few(rollout_id: int) -> StageEvidence:
-        seen.append(rollout_id)
+    def few(stages: list[dict[str, Any]], index: int) -> StageEvidence:
+        seen.append(int(stages[index]["id"]))
         return StageEvidence("not enough queries", 7, 50)
 
     now = datetime(2026, 12, 5, 9, tzinfo=UTC)
@@ -217,7 +217,7 @@ def test_a_ramp_waits_while_another_rollout_holds_the_pipeline(store: StateStore
     assert store.votes.cast_vote(approved["id"], actor="alice", approve=True, channel="cli").outcome == "accepted"
     plan, now = RolloutSpec(mode="canary", ramp=(0.5, 1.0)), datetime(2026, 12, 5, 9, tzinfo=UTC)
 
-    def unused(rollout_id: int) -> StageEvidence:
+    def unused(stages: list[dict[str, Any]], index: int) -> StageEvidence:
         raise AssertionError("no stage runs yet")
 
     waiting = advance_ramp(store, plan, approved, unused, now)

@@ -16,13 +16,14 @@ from runtime_ops.store import StateStore
 def canary_traffic(
     store: StateStore, rollout: dict[str, Any], *, n: int, candidate_rate: float, production_rate: float, seed: int
 ) -> None:
-    """`n` logged requests of the canary `rollout` (every other one on each arm), each showing one item; a request
-    of an arm gets a click with that arm's rate."""
+    """`n` logged requests of the canary `rollout` (every other one on each arm; all on the candidate when the
+    rollout serves it to every session, as serving does), each showing one item; a request of an arm gets a click
+    with that arm's rate."""
     rng = random.Random(seed)
     now = datetime.now(UTC)
     records: list[QueryRecord] = []
     for i in range(n):
-        arm = CANDIDATE if i % 2 else PRODUCTION
+        arm = CANDIDATE if i % 2 or float(rollout["share"]) >= 1.0 else PRODUCTION
         candidate = arm == CANDIDATE
         records.append(
             QueryRecord(

@@ -27,6 +27,7 @@ def test_defaults_are_off_and_not_required() -> None:
     assert spec.rollout == RolloutSpec() and not spec.rollout.enabled
     assert (spec.rollout.share, spec.rollout.sticky, spec.rollout.min_queries) == (0.05, "session", 500)
     assert (spec.rollout.max_duration, spec.rollout.ramp) == (timedelta(days=7), (0.05, 0.25, 1.0))
+    assert spec.rollout.max_loss == 0.05
     assert spec.gate.online == OnlinePolicy(required=False, min_queries=500)
 
 
@@ -58,6 +59,8 @@ def test_an_empty_ramp_promotes_at_once_and_mode_off_never_ramps() -> None:
         ({"ramp": [0.5, 0.25, 1.0]}, "rollout.ramp", "must increase"),
         ({"ramp": [0.1, 0.5]}, "rollout.ramp", "must end at 1.0"),
         ({"ramp": [0, 1.0]}, "rollout.ramp", "above 0 and at most 1"),
+        ({"max_loss": -0.01}, "rollout.max_loss", "greater than or equal to 0"),
+        ({"max_loss": 1.0}, "rollout.max_loss", "less than 1"),
         ({"share": 0.1, "surprise": 1}, "rollout.surprise", "Extra inputs are not permitted"),
     ],
 )
