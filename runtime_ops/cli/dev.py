@@ -110,6 +110,20 @@ def _terminal_foreground() -> Iterator[None]:
             hand_terminal_to(before)
 
 
+def link_urls(api_host: str, api_port: int, ui_host: str, ui_port: int) -> dict[str, str]:
+    """The base URLs of the links the console prints (approval pages, Dagster runs): the ports this session's ops
+    API and UI listen on (a wildcard address is shown as loopback). Loopback public URLs keep the demo's open local
+    approvals (`pipeline/resolve.py` `check_approvers`)."""
+
+    def shown(host: str) -> str:
+        return "127.0.0.1" if host in ("0.0.0.0", "::") else host
+
+    return {
+        "RUNTIME_OPS_PUBLIC_URL": f"http://{shown(api_host)}:{api_port}",
+        "RUNTIME_OPS_DAGSTER_URL": f"http://{shown(ui_host)}:{ui_port}",
+    }
+
+
 def _dev(args: argparse.Namespace) -> int:
     import signal
 
@@ -164,6 +178,8 @@ def _dev(args: argparse.Namespace) -> int:
     # The demo shows a candidate waiting for a person unless the margin is set: see DEV_AUTO_APPROVE_MARGIN.
     env.setdefault("RUNTIME_OPS_AUTO_APPROVE_MARGIN", DEV_AUTO_APPROVE_MARGIN)
     api_host, api_port = args.api_host, args.api_port
+    for name, url in link_urls(api_host, api_port, args.host, args.port).items():
+        env.setdefault(name, url)
     if not settings.alert_token and api_host in ("127.0.0.1", "localhost", "::1"):
         # On this machine only: alerts may be posted without a token (anywhere else set RUNTIME_OPS_ALERT_TOKEN).
         env.setdefault("RUNTIME_OPS_ALERT_OPEN", "true")

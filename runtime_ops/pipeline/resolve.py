@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from runtime_ops.durations import parse_duration
 from runtime_ops.errors import UserError
@@ -219,18 +221,30 @@ def check_policy(
     )
 
 
+def _loopback(url: str) -> bool:
+    """Only this machine reaches `url` (localhost, 127.0.0.0/8, ::1)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def check_approvers(
     a: ApprovalAttributes, settings: Settings, *, owner: str, source: str = "", field: str = "approvals.approvers"
 ) -> None:
     """Refuse a pipeline with no approvers once Slack or a public URL is configured: every member of the
     workspace (guests too), or anyone holding a link's page, could approve a production promotion. Local use
-    (no Slack, the default loopback URL) keeps the open default: the CLI's operator decides."""
+    (no Slack, a loopback URL such as the default, or `runtime-ops dev`'s port) keeps the open default: the CLI's
+    operator decides."""
     if a.approvers or settings.approvers:
         return
     exposed = []
     if settings.slack_bot_token or settings.slack_signing_secret:
         exposed.append("Slack (SLACK_BOT_TOKEN / SLACK_SIGNING_SECRET)")
-    if "public_url" in settings.model_fields_set:
+    if "public_url" in settings.model_fields_set and not _loopback(settings.public_url):
         exposed.append(f"a public URL (RUNTIME_OPS_PUBLIC_URL={settings.public_url})")
     if exposed:
         where = f"{source}: " if source else ""

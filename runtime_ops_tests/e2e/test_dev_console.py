@@ -127,6 +127,9 @@ def test_make_dev_in_a_terminal_prints_no_warning_and_ctrl_c_mid_run_exits_0_lea
         assert [line for line in console.splitlines() if NOISE.search(line)] == []
         assert [line for line in console.splitlines() if IDLE_TICK.search(line)] == []
         assert "Dagster UI: http://" in console
+        # Every link the console prints (approval pages, runs, the UI) points at a port this session listens on.
+        ports = {int(p) for p in re.findall(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", console)}
+        assert ports and ports <= {ui, api}, (ports, ui, api)
         # The local operator's key is made on the first start (its file named, never the key), so the "Decide with"
         # command a pending check prints works as printed.
         assert f"is in {home / 'operator_key'}" in console

@@ -212,7 +212,22 @@ class Deployment:
         if {"daemon", "code_server"} & set(failing):  # a thread stuck on a call: where, for whoever replays the seed
             with contextlib.suppress(Exception):
                 self.log(self.topo.dump_stacks())
+            with contextlib.suppress(Exception):
+                self.log(self._server_sessions())
         return None
+
+    def _server_sessions(self) -> str:
+        """What PostgreSQL's sessions are doing (state, wait, the query's start): a client stuck in a query is
+        either waiting on the server (a lock: wait_event Lock) or on a socket the server already answered."""
+        rows = self.pg.admin_rows(
+            "SELECT pid, datname, application_name, state, wait_event_type, wait_event, "
+            "round(extract(epoch FROM now() - query_start))::int, left(query, 120) "
+            "FROM pg_stat_activity WHERE backend_type = 'client backend' ORDER BY query_start"
+        )
+        lines = [" | ".join("" if v is None else str(v) for v in row) for row in rows]
+        return "--- postgres sessions (pid | db | app | state | wait type | wait | age s | query) ---\n" + "\n".join(
+            lines
+        )
 
     def _daemon_detail(self) -> str:
         """Which of Dagster's daemons stopped beating, and for how long (a thread stuck on a connection that never

@@ -273,6 +273,19 @@ class PostgresServer:
         finally:
             conn.close()
 
+    def admin_rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """The rows of one query on the `postgres` database (for reports: pg_stat_activity, ...)."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.admin_url, connect_timeout=10)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
     def create_database(self, name: str | None = None, template: str | None = None) -> str:
         """Create a database (a unique name when none is given) and return its SQLAlchemy URL."""
         name = name or unique_name("t")

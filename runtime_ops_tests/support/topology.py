@@ -59,6 +59,10 @@ DAEMON_ENV = {
 
 # As docker/dagster.yaml's `params`: a connection that gets no answer fails in 10 s and Dagster retries it.
 DAGSTER_PG_PARAMS = "?connect_timeout=10&keepalives_idle=30&keepalives_interval=10&keepalives_count=3"
+# Also as docker/dagster.yaml (straight to PostgreSQL; PgBouncer refuses startup `options`): the server ends a
+# statement that waits longer than 60 s (on a lock a vanished client's transaction holds) and a session left idle in
+# a transaction for 60 s, so one stuck connection cannot stop a daemon loop for good.
+DAGSTER_PG_OPTIONS = "&options=-c%20statement_timeout%3D60s%20-c%20idle_in_transaction_session_timeout%3D60s"
 
 DAGSTER_YAML = """\
 telemetry:
@@ -219,11 +223,12 @@ class Topology:
         topo.home = root / "dagster_home"
         topo.home.mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(exist_ok=True)
+        direct = via_port is not None
         if via_port is None:
             topo._bouncer = PgBouncer(postgres.port).start()
             via_port = topo._bouncer.port
         url = postgres.url_for(database).replace(f":{postgres.port}/", f":{via_port}/")
-        url += DAGSTER_PG_PARAMS
+        url += DAGSTER_PG_PARAMS + (DAGSTER_PG_OPTIONS if direct else "")
         (topo.home / "dagster.yaml").write_text(DAGSTER_YAML.format(url=url))
         topo.workspace_yaml = root / "workspace.yaml"
         topo.environ["DAGSTER_HOME"] = str(topo.home)
