@@ -44,5 +44,9 @@ def test_a_seeded_soak_loses_nothing(
     stuck = [line for line in lines if line.startswith(("[soak] not healthy", "[soak] --- stacks of"))]
     assert not unrecovered, "\n".join([repr(unrecovered), *stuck])
     searches = [c for c in history.calls if c.what == "search"]
-    assert searches and sum(c.status == 200 for c in searches) / len(searches) > 0.8
+    # Outside every fault's window (its start to its recovery, plus the clients' grace) every search is answered;
+    # inside one, errors are the checker's to explain (verdict.ok: a 5xx or no answer outside them is a violation).
+    windows = [f.window(history.grace) for f in history.faults]
+    calm = [c for c in searches if not any(start <= c.t + c.latency_ms / 1000 and c.t <= end for start, end in windows)]
+    assert calm and [c for c in calm if c.status != 200] == [], [c for c in calm if c.status != 200]
     assert any(c.what == "decision" and c.acknowledged for c in history.calls), "no decision reached the deployment"
