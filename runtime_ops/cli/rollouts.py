@@ -46,17 +46,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _found(rollout_id: int) -> tuple[Any, Any]:
-    """The store scoped to the pipeline of rollout `rollout_id`, and that pipeline's declared rollout."""
+    """The store scoped to the pipeline of rollout `rollout_id`, and that pipeline's declaration."""
     row = state_store().rollouts.get(rollout_id)
     if row is None:
         raise UserError(f"no rollout #{rollout_id}; list them with: runtime-ops rollouts list")
     spec = get_spec(str(row["pipeline"]))
-    return state_store(spec.name), spec.rollout
+    return state_store(spec.name), spec
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    store, plan = _found(args.rollout_id)
-    shown = show_rollout(store, args.rollout_id, plan)
+    store, spec = _found(args.rollout_id)
+    shown = show_rollout(store, args.rollout_id, spec.rollout, spec.gate.online)
     if args.json:
         print(json.dumps(shown, default=str, indent=2))
         return 0
@@ -74,8 +74,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     evidence = shown["evidence"]
     print(
         f"  evidence: {evidence.get('verdict')} over {evidence.get('queries')} queries "
-        f"(min {evidence.get('min_queries')}), decided by {evidence.get('decided_by')}"
+        f"(min {evidence.get('min_queries')}), judged on the {evidence.get('decided_by')}"
     )
+    if evidence.get("caveat"):
+        print(f"  note: {evidence['caveat']}")
     for s in shown["stages"]:
         why = f": {s['reason']}" if s.get("reason") else ""
         print(f"  stage {int(s['stage']) + 1} (#{s['id']}, {_pct(s['share'])}): {s['status']}{why}")
@@ -83,12 +85,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    store, plan = _found(args.rollout_id)
+    store, spec = _found(args.rollout_id)
     actor = authenticate(store, args, request_id=None, action="stop_rollout")
     if actor is None:
         return 1
     try:
-        stopped = stop_rollout(store, args.rollout_id, plan, actor=actor, reason=args.reason)
+        stopped = stop_rollout(store, args.rollout_id, spec.rollout, actor=actor, reason=args.reason)
     except OperatorRefusal as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

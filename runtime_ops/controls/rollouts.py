@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runtime_ops.approvals.lifecycle_gate import facts_for, lifecycle_text
+from runtime_ops.approvals.stage_evidence import StageRule, stage_online_evidence
 from runtime_ops.labels import version_label
 from runtime_ops.lifecycle.machine import TransitionRefused
 from runtime_ops.locks.base import Locker
-from runtime_ops.online.evidence import online_evidence
+from runtime_ops.online.evidence import EvidenceLimits, online_evidence
 from runtime_ops.pipeline.spec import RolloutSpec
+from runtime_ops.policies.gate_policy import OnlinePolicy
 from runtime_ops.store import StateStore
 from runtime_ops.store.serving.indexes import DROPPED
 from runtime_ops.store.serving.rollouts import ACTIVE
@@ -64,14 +66,24 @@ def list_rollouts(store: StateStore, limit: int = 20) -> list[dict[str, Any]]:
     return [rollout_view(store, row) for row in store.rollouts.history(limit)]
 
 
-def show_rollout(store: StateStore, rollout_id: int, plan: RolloutSpec) -> dict[str, Any]:
-    """One rollout with its live evidence and, for a ramp, its request's stages; OperatorRefusal(404) if unknown."""
+def show_rollout(
+    store: StateStore, rollout_id: int, plan: RolloutSpec, online: OnlinePolicy | None = None
+) -> dict[str, Any]:
+    """One rollout with its live evidence as it is judged (a ramp stage by the ramp's rule, the rollout beside a
+    pending request by the gate's, both under `gate.online`'s limits) and, for a ramp, its request's stages;
+    OperatorRefusal(404) if unknown."""
     row = store.rollouts.get(rollout_id)
     if row is None:
         raise OperatorRefusal(f"no rollout #{rollout_id}; list them with: runtime-ops rollouts list", 404)
-    mode = str(row["mode"])
-    found = online_evidence(store.query_log.online_inputs(rollout_id), mode=mode, min_queries=plan.min_queries)
+    online = online or OnlinePolicy()
     stages = store.rollouts.stages(row["approval_id"]) if row.get("approval_id") else []
+    at = next((i for i, s in enumerate(stages) if int(s["id"]) == rollout_id), None)
+    if at is not None:
+        found = stage_online_evidence(store, stages, at, StageRule.of(plan, online))
+    else:
+        limits = EvidenceLimits(max_key_share=online.max_key_share, max_session_share=online.max_session_share)
+        inputs = store.query_log.online_inputs(rollout_id)
+        found = online_evidence(inputs, mode=str(row["mode"]), min_queries=online.min_queries, limits=limits)
     return {
         **rollout_view(store, row),
         "evidence": found.to_dict(),

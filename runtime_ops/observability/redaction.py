@@ -53,8 +53,9 @@ def redact_url(text: str) -> str:
 
 
 _PATTERNS = (
-    # The token segment of signed approval links (/approvals/<token>), whatever host serves them.
-    (re.compile(r"(/approvals/)[A-Za-z0-9_\-.%]{16,}"), r"\1" + REDACTED),
+    # The token segment of signed approval links (/approvals/<token>, over 100 characters), whatever host serves
+    # them; 40 leaves file names under a folder called approvals (runtime_ops/approvals/lifecycle_gate.py) readable.
+    (re.compile(r"(/approvals/)[A-Za-z0-9_\-.%]{40,}"), r"\1" + REDACTED),
     # A bare itsdangerous/JWT-style token: base64 JSON ('{"...' = 'eyJ') or, compressed, '.' + zlib ('eJ'),
     # then a signature.
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-.]{16,}"), REDACTED),

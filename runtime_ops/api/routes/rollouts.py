@@ -76,14 +76,14 @@ def _rollout_scope(store: Any, rollout_id: int) -> tuple[Any, Any]:
         spec = get_spec(str(row["pipeline"]))
     except PipelineConfigError as exc:
         raise OperatorRefusal(f"rollout #{rollout_id}'s pipeline is not declared any more: {exc}", 409) from None
-    return store.scoped(spec.name), spec.rollout
+    return store.scoped(spec.name), spec
 
 
 @router.get("/api/rollouts/{rollout_id}", dependencies=[Depends(require_scope("read"))])
 def rollout(store: StoreDep, rollout_id: int) -> JSONResponse:
     try:
-        scoped, plan = _rollout_scope(store, rollout_id)
-        return JSONResponse(jsonable_encoder(show_rollout(scoped, rollout_id, plan)))
+        scoped, spec = _rollout_scope(store, rollout_id)
+        return JSONResponse(jsonable_encoder(show_rollout(scoped, rollout_id, spec.rollout, spec.gate.online)))
     except OperatorRefusal as exc:
         return _refused(exc)
 
@@ -95,8 +95,8 @@ async def stop(rollout_id: int, body: OperatorBody, key: DecideKey, ops: OpsDep)
         return _unmapped(key)
 
     def work() -> dict[str, Any]:
-        scoped, plan = _rollout_scope(ops.store, rollout_id)
-        return stop_rollout(scoped, rollout_id, plan, actor=actor, reason=body.reason)
+        scoped, spec = _rollout_scope(ops.store, rollout_id)
+        return stop_rollout(scoped, rollout_id, spec.rollout, actor=actor, reason=body.reason)
 
     try:
         stopped = await run_in_threadpool(work)
