@@ -11,7 +11,7 @@ from runtime_ops.settings import Settings
 
 
 def _settings(url: str) -> Settings:
-    settings = Settings(**{"RUNTIME_OPS_PUBLIC_URL": url})  # as the environment sets it
+    settings = Settings.model_validate({"RUNTIME_OPS_PUBLIC_URL": url})  # as the environment sets it
     assert "public_url" in settings.model_fields_set and settings.public_url == url
     return settings
 
