@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ class Deployment:
     webserver_port: int = 0
     secrets: dict[str, str] = field(default_factory=dict)
     _daemon_started: float = 0.0  # time.time() the daemon last started
+    # Held by whoever kills and restarts a process (the injector's faults, the daemon's supervisor): one at a time.
+    restart_lock: threading.RLock = field(default_factory=threading.RLock)
     _started: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ servers
@@ -169,6 +172,11 @@ class Deployment:
         self.topo.start_daemon()
         self.topo.start_webserver(port=self.webserver_port)
         self.topo.start_ops_api(port=self.ops_port)
+
+    @property
+    def daemon_started(self) -> float:
+        """time.time() the daemon last started."""
+        return self._daemon_started
 
     def restart(self, name: str) -> None:
         """Start `name` again on the port it had (after a kill)."""

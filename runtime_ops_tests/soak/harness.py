@@ -25,6 +25,7 @@ from runtime_ops_tests.soak.final_state import PIPELINE, read_final
 from runtime_ops_tests.soak.history import History, Landed
 from runtime_ops_tests.soak.injector import Injector
 from runtime_ops_tests.soak.report import render
+from runtime_ops_tests.soak.supervisor import DaemonSupervisor
 from runtime_ops_tests.soak.workload import Keys, Recorder, Workload
 from runtime_ops_tests.support.topology import wait_for
 
@@ -66,6 +67,7 @@ def run_soak(
         fault_log.flush()
 
     deployment = Deployment(cfg.out / "deployment", expire_after=cfg.expire_after, log=say)
+    supervisor: DaemonSupervisor | None = None
     try:
         deployment.start_servers()
         env = deployment.environment()
@@ -75,6 +77,7 @@ def run_soak(
         get_settings.cache_clear()
         say(f"seed {cfg.seed}: servers up; starting the code server, daemon, webserver and ops API")
         deployment.start_processes()
+        supervisor = DaemonSupervisor(deployment, say).start()
         keys = _keys(deployment)
         recorder = Recorder()
         say("processes up; landing the first corpus and waiting for production v1")
@@ -120,6 +123,7 @@ def run_soak(
         settled = _drain(deployment, cfg.drain_timeout, say, settle=5.0)
         drained = None if drained is None or settled is None else drained + settled
         workload.stop()
+        supervisor.stop()
         say(f"drained in {drained:.0f}s" if drained is not None else "the work did not drain in time; checking anyway")
 
         direct_env = {**os.environ, "RUNTIME_OPS_DATABASE_URL": deployment.url(direct=True)}
@@ -135,6 +139,7 @@ def run_soak(
             diagnostics={
                 **diagnostics(deployment),
                 "phases": {"setup_s": round(setup), "soak_s": round(duration), "drain_s": drained and round(drained)},
+                "daemon_restarts_by_supervisor": supervisor.restarts,
             },
         )
         history.save(cfg.out / "history.json")
@@ -143,6 +148,8 @@ def run_soak(
         (cfg.out / "report.md").write_text(report + "\n")
         return history, verdict, report
     finally:
+        if supervisor is not None:
+            supervisor.stop()
         deployment.stop()
         fault_log.close()
 

@@ -123,14 +123,15 @@ class Injector:
     # ------------------------------------------------------------------ processes
     def _kill_and_restart(self, planned: PlannedFault, name: str) -> None:
         start = self.rec.now()
-        self.d.topo.sigkill(name)
-        for attempt in range(3):  # a supervisor restarts until it stays up
-            try:
-                self.d.restart(name)
-                break
-            except TopologyError as exc:
-                self.log(f"restart of {name} failed (attempt {attempt + 1}): {str(exc)[:300]}")
-                self.d.topo.sigkill(name)
+        with self.d.restart_lock:  # the daemon's supervisor does not restart it meanwhile
+            self.d.topo.sigkill(name)
+            for attempt in range(3):  # a supervisor restarts until it stays up
+                try:
+                    self.d.restart(name)
+                    break
+                except TopologyError as exc:
+                    self.log(f"restart of {name} failed (attempt {attempt + 1}): {str(exc)[:300]}")
+                    self.d.topo.sigkill(name)
         self._done(planned, name, start)
 
     def _running_runs(self) -> list[str]:

@@ -99,6 +99,8 @@ def render(history: History, verdict: Verdict) -> str:
         "- Dagster runs: " + (", ".join(f"{n} {k}" for k, n in history.diagnostics.get("runs", {}).items()) or "-"),
         "- hung runs killed and failed by run_recovery_sensor (stacks in code_server.log): "
         + (", ".join(history.diagnostics.get("stalled_runs", [])) or "none"),
+        "- dagster-daemon restarted by its supervisor (stale heartbeats; stacks in the soak log): "
+        + ("; ".join(history.diagnostics.get("daemon_restarts_by_supervisor", [])) or "never"),
         f"- **invariant violations: {len(verdict.violations)}**",
     ]
     lines += [f"  - {v}" for v in verdict.violations[:50]]
