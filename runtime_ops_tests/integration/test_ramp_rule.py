@@ -75,13 +75,19 @@ def _shown(rid: str) -> dict[str, Any]:
     return json.loads(out.getvalue())
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_a_clearly_worse_candidate_does_not_pass_on_too_few_queries(
-    backend: str, env: Any, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    store, approved, plan = _approved_candidate(backend, env, request, tmp_path)
-    rid = approved["id"]
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ramping(env: Any, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[StateStore, dict[str, Any], RolloutSpec]:
+    """An approved candidate whose ramp's stage 1 (half the sessions) has just started, on each backend."""
+    store, approved, plan = _approved_candidate(str(request.param), env, request, tmp_path)
     assert not _tick(store, plan, approved).promote
+    return store, approved, plan
+
+
+def test_a_clearly_worse_candidate_does_not_pass_on_too_few_queries(
+    ramping: tuple[StateStore, dict[str, Any], RolloutSpec],
+) -> None:
+    store, approved, plan = ramping
+    rid = approved["id"]
     [stage0] = store.rollouts.stages(rid)
     # 30 requests on each arm at true rates 0.25 and 0.40 (8/30 against 12/30): a loss of 15 points, but its
     # interval still reaches above 0.
@@ -109,13 +115,11 @@ def test_a_clearly_worse_candidate_does_not_pass_on_too_few_queries(
     assert shown["queries"] == evidence.queries
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_the_last_stage_is_compared_with_production_of_the_earlier_stages(
-    backend: str, env: Any, request: pytest.FixtureRequest, tmp_path: Path
+    ramping: tuple[StateStore, dict[str, Any], RolloutSpec],
 ) -> None:
-    store, approved, plan = _approved_candidate(backend, env, request, tmp_path)
+    store, approved, plan = ramping
     rid = approved["id"]
-    _tick(store, plan, approved)
     [stage0] = store.rollouts.stages(rid)
     canary_traffic(store, stage0, n=800, candidate_rate=0.55, production_rate=0.5, seed=1)
     assert not _tick(store, plan, approved).promote  # stage 1 passed: stage 2, every session, starts
