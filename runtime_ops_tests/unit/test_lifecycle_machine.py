@@ -108,3 +108,13 @@ def test_random_requests_never_skip_the_ramp_or_leave_an_end(policy: bool, steps
         if after.state == PROMOTED:
             assert p.state == PROMOTING and (passed_ramp or skipped or launched_plain)
         p = after
+
+
+def test_a_ramp_declared_shorter_since_it_started_cannot_pass_from_beyond_its_end() -> None:
+    # Found by the random test above: ramp_start with 2 stages, then the declaration became [] (or one stage);
+    # passing from stage 1 (or 2) would promote without the declared ramp's last stage.
+    started = move(initial(approved_by_policy=True), "ramp_start", Facts(ramp_stages=2))
+    for shrunk in (0, 1):
+        with pytest.raises(TransitionRefused, match="is not the last"):
+            move(move(started, "ramp_advance", Facts(ramp_stages=2), stage=1), "ramp_pass", Facts(ramp_stages=shrunk))
+    assert move(started, "ramp_pass", Facts(ramp_stages=1)).state == "promoting"  # stage 1 of 1 is the last
